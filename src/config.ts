@@ -1,0 +1,121 @@
+import { Type, type Static } from 'typebox';
+import { Value } from 'typebox/value';
+
+/**
+ * The whole configuration, read from the environment in this one place (CONTRACT §5).
+ * Every value is validated at start-up; a bad one stops the process with a message that names the variable.
+ */
+export const ConfigSchema = Type.Object({
+  port: Type.Integer({ minimum: 0, maximum: 65535 }),
+  host: Type.String({ minLength: 1 }),
+  /** `sqlite:<path>`, `sqlite::memory:` or `postgres://…` */
+  databaseUrl: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)$' }),
+  /** Base of every link href and Location header; never taken from the request's Host header. */
+  publicUrl: Type.String({ pattern: '^https?://[^/?#]+(/[^?#]*)?$' }),
+  adminUsername: Type.Optional(Type.String()),
+  adminPassword: Type.Optional(Type.String()),
+  rateLimit: Type.Object({
+    enabled: Type.Boolean(),
+    /** Requests per window per client for ordinary routes. */
+    max: Type.Integer({ minimum: 1 }),
+    /** Requests per window per client for sign-up and token creation (password guessing). */
+    authMax: Type.Integer({ minimum: 1 }),
+    windowMs: Type.Integer({ minimum: 1000 }),
+  }),
+  logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
+  tokenTtlSeconds: Type.Integer({ minimum: 60 }),
+  bodyLimit: Type.Integer({ minimum: 1024 }),
+  /** log2 of scrypt's N; 17 is OWASP's recommendation. Lower only for tests. */
+  scryptCost: Type.Integer({ minimum: 10, maximum: 20 }),
+  pgPoolMax: Type.Integer({ minimum: 1, maximum: 1000 }),
+  trustProxy: Type.Boolean(),
+});
+
+export type Config = Static<typeof ConfigSchema>;
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(name, `must be an integer, got "${raw}"`);
+  return Number(raw.trim());
+}
+
+function flag(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (['on', 'true', '1', 'yes'].includes(raw)) return true;
+  if (['off', 'false', '0', 'no'].includes(raw)) return false;
+  throw new ConfigError(name, `must be "on" or "off", got "${env[name]}"`);
+}
+
+/** Maps a config path (as TypeBox reports it) back to the environment variable that feeds it. */
+const VARIABLES: Record<string, string> = {
+  '/port': 'PORT',
+  '/host': 'HOST',
+  '/databaseUrl': 'DATABASE_URL',
+  '/publicUrl': 'PUBLIC_URL',
+  '/adminUsername': 'ADMIN_USERNAME',
+  '/adminPassword': 'ADMIN_PASSWORD',
+  '/rateLimit/enabled': 'RATE_LIMIT',
+  '/rateLimit/max': 'RATE_LIMIT_MAX',
+  '/rateLimit/authMax': 'RATE_LIMIT_AUTH_MAX',
+  '/rateLimit/windowMs': 'RATE_LIMIT_WINDOW_MS',
+  '/logLevel': 'LOG_LEVEL',
+  '/tokenTtlSeconds': 'TOKEN_TTL_SECONDS',
+  '/bodyLimit': 'BODY_LIMIT',
+  '/scryptCost': 'SCRYPT_COST',
+  '/pgPoolMax': 'PG_POOL_MAX',
+  '/trustProxy': 'TRUST_PROXY',
+};
+
+export function loadConfig(env: Env = process.env): Readonly<Config> {
+  const port = integer(env, 'PORT', 3000);
+  const adminUsername = env.ADMIN_USERNAME || undefined;
+  const adminPassword = env.ADMIN_PASSWORD || undefined;
+  if ((adminUsername === undefined) !== (adminPassword === undefined)) {
+    throw new ConfigError(adminUsername ? 'ADMIN_PASSWORD' : 'ADMIN_USERNAME', 'ADMIN_USERNAME and ADMIN_PASSWORD must be set together');
+  }
+  const config = {
+    port,
+    host: env.HOST || '127.0.0.1',
+    databaseUrl: env.DATABASE_URL || 'sqlite:data/corkboard.db',
+    publicUrl: (env.PUBLIC_URL || `http://localhost:${port}`).replace(/\/+$/, ''),
+    adminUsername,
+    adminPassword,
+    rateLimit: {
+      enabled: flag(env, 'RATE_LIMIT', true),
+      max: integer(env, 'RATE_LIMIT_MAX', 600),
+      authMax: integer(env, 'RATE_LIMIT_AUTH_MAX', 20),
+      windowMs: integer(env, 'RATE_LIMIT_WINDOW_MS', 60_000),
+    },
+    logLevel: (env.LOG_LEVEL || 'info').toLowerCase(),
+    tokenTtlSeconds: integer(env, 'TOKEN_TTL_SECONDS', 7 * 24 * 3600),
+    bodyLimit: integer(env, 'BODY_LIMIT', 256 * 1024),
+    scryptCost: integer(env, 'SCRYPT_COST', 17),
+    pgPoolMax: integer(env, 'PG_POOL_MAX', 10),
+    trustProxy: flag(env, 'TRUST_PROXY', false),
+  };
+  return Object.freeze(parseConfig(config));
+}
+
+/** Validates an already-structured config (tests build theirs directly). */
+export function parseConfig(candidate: unknown): Config {
+  const first = Value.Errors(ConfigSchema, candidate)[0];
+  if (first) {
+    const variable = VARIABLES[first.instancePath] ?? (first.instancePath || 'config');
+    throw new ConfigError(variable, first.message);
+  }
+  return candidate as Config;
+}

@@ -1,0 +1,112 @@
+import type { Generated, Insertable, Selectable, Updateable } from 'kysely';
+
+/**
+ * Row types, kept by hand in step with the migrations (codegen against one dialect would not match the other).
+ * Timestamps are ISO 8601 UTC strings on both engines (see database.ts for PostgreSQL's parser).
+ */
+export interface Database {
+  users: UsersTable;
+  tokens: TokensTable;
+  follows: FollowsTable;
+  posts: PostsTable;
+  replies: RepliesTable;
+  recommends: RecommendsTable;
+  boards: BoardsTable;
+  feed_entries: FeedEntriesTable;
+  settings: SettingsTable;
+}
+
+export type Role = 'member' | 'admin';
+export type Visibility = 'public' | 'followers' | 'private';
+
+export interface UsersTable {
+  id: Generated<number>;
+  username: string;
+  /** Lower-cased username: the unique key that makes usernames unique case-insensitively on both engines. */
+  username_key: string;
+  display_name: string;
+  bio: string;
+  role: Role;
+  password_hash: string;
+  follower_count: Generated<number>;
+  following_count: Generated<number>;
+  post_count: Generated<number>;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface TokensTable {
+  id: Generated<number>;
+  user_id: number;
+  /** SHA-256 of the bearer token; the token itself is never stored. */
+  token_hash: string;
+  created_at: string;
+  expires_at: string;
+}
+
+export interface FollowsTable {
+  /** The user who follows. */
+  follower_id: number;
+  /** The user being followed. */
+  followee_id: number;
+  created_at: string;
+}
+
+export interface PostsTable {
+  id: Generated<number>;
+  owner_id: number;
+  title: string;
+  content: string;
+  visibility: Visibility;
+  reply_count: Generated<number>;
+  recommend_count: Generated<number>;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface RepliesTable {
+  id: Generated<number>;
+  post_id: number;
+  author_id: number;
+  content: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface RecommendsTable {
+  post_id: number;
+  user_id: number;
+  created_at: string;
+}
+
+export interface BoardsTable {
+  id: Generated<number>;
+  author_id: number;
+  title: string;
+  content: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Write-time fan-out of posts into the home feed of each follower of their owner. */
+export interface FeedEntriesTable {
+  user_id: number;
+  post_id: number;
+  owner_id: number;
+}
+
+/** Process-independent settings shared by every server on the database (e.g. the cursor signing key). */
+export interface SettingsTable {
+  key: string;
+  value: string;
+}
+
+export type UserRow = Selectable<UsersTable>;
+export type NewUserRow = Insertable<UsersTable>;
+export type UserRowUpdate = Updateable<UsersTable>;
+export type TokenRow = Selectable<TokensTable>;
+export type PostRow = Selectable<PostsTable>;
+export type NewPostRow = Insertable<PostsTable>;
+export type PostRowUpdate = Updateable<PostsTable>;
+export type ReplyRow = Selectable<RepliesTable>;
+export type BoardRow = Selectable<BoardsTable>;

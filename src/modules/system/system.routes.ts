@@ -1,0 +1,60 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { ProblemSchema } from '../../shared/schemas.js';
+import { AppError } from '../../shared/errors.js';
+
+/** Operational endpoints: liveness with a database check, Prometheus metrics, and the OpenAPI document. */
+const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.get(
+    '/health',
+    {
+      schema: {
+        operationId: 'getHealth',
+        tags: ['system'],
+        summary: 'Health: 200 when the database answers, 503 when not',
+        response: {
+          200: { description: 'Healthy', ...Type.Object({ status: Type.Literal('ok'), database: Type.Literal('up') }) },
+          503: { description: 'The database does not answer', content: { 'application/problem+json': { schema: ProblemSchema } } },
+        },
+      },
+      config: { rateLimit: false },
+    },
+    async () => {
+      if (!(await app.database.ping())) throw new AppError(503, 'The database does not answer');
+      return { status: 'ok' as const, database: 'up' as const };
+    },
+  );
+
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        operationId: 'getMetrics',
+        tags: ['system'],
+        summary: 'Prometheus metrics (text exposition format)',
+        produces: ['text/plain'],
+        response: { 200: { description: 'Metrics', content: { 'text/plain': { schema: Type.String() } } } },
+      },
+      config: { rateLimit: false },
+    },
+    async (_request, reply) => {
+      reply.type(app.metrics.contentType);
+      return app.metrics.metrics();
+    },
+  );
+
+  app.get(
+    '/openapi.json',
+    {
+      schema: {
+        operationId: 'getOpenApi',
+        tags: ['system'],
+        summary: 'This OpenAPI 3.1 document',
+        response: { 200: { description: 'The document', content: { 'application/json': { schema: Type.Object({}, { additionalProperties: true }) } } } },
+      },
+    },
+    async () => app.swagger(),
+  );
+};
+
+export default systemRoutes;

@@ -1,0 +1,78 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { AppError } from '../../shared/errors.js';
+import { dummyHash, verifyPassword } from '../../shared/passwords.js';
+import { DeletedSchema, toId } from '../../shared/schemas.js';
+import { createUsersRepository } from '../users/users.repository.js';
+import { problems } from '../users/users.routes.js';
+import { createTokensRepository, hashToken, newTokenSecret } from './tokens.repository.js';
+import { CreateTokenBodySchema, TokenParamsSchema, TokenSchema } from './tokens.schemas.js';
+
+const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const users = createUsersRepository(app.db);
+  const tokens = createTokensRepository(app.db);
+  const { scryptCost, tokenTtlSeconds, rateLimit } = app.config;
+  // Computed once, lazily: the hash an unknown username is checked against (equal timing for both failures).
+  let decoy: Promise<string> | undefined;
+
+  app.post(
+    '/tokens',
+    {
+      schema: {
+        operationId: 'createToken',
+        tags: ['tokens'],
+        summary: 'Sign in: exchange a username and password for a bearer token',
+        description: `Tokens expire (TOKEN_TTL_SECONDS) and are revoked when the user changes password or is deleted. Rate-limited tightly.`,
+        body: CreateTokenBodySchema,
+        response: {
+          201: { description: 'The token; Location names it', headers: Type.Object({ location: Type.String() }), ...TokenSchema },
+          401: problems[401],
+        },
+      },
+      config: { rateLimit: { max: rateLimit.authMax } },
+    },
+    async (request, reply) => {
+      const { username, password } = request.body;
+      const user = await users.findCredentialsByUsername(username);
+      const ok = await verifyPassword(password, user?.password_hash ?? (await (decoy ??= dummyHash(scryptCost))));
+      if (!user || !ok) throw AppError.unauthorized('The username or password is incorrect');
+      const now = new Date();
+      const secret = newTokenSecret();
+      const row = await tokens.insert(user.id, hashToken(secret), now, tokenTtlSeconds);
+      // Expired tokens are dead weight; sweeping on sign-in keeps the table bounded without a timer.
+      await tokens.removeExpired(now);
+      reply.code(201).header('location', app.links.url(`/tokens/${row.id}`));
+      return { id: row.id, token: secret, expiresAt: row.expires_at, userId: row.user_id };
+    },
+  );
+
+  app.delete(
+    '/tokens/:token_id',
+    {
+      schema: {
+        operationId: 'deleteToken',
+        tags: ['tokens'],
+        summary: 'Revoke a token',
+        description: 'Its owner or an admin. A token that does not exist is a 400.',
+        security: [{ bearerAuth: [] }],
+        params: TokenParamsSchema,
+        response: {
+          200: { description: 'Revoked', ...DeletedSchema },
+          400: problems[400]('Malformed id, or no such token'),
+          401: problems[401],
+          403: problems[403],
+        },
+      },
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const token = await tokens.findById(toId(request.params.token_id));
+      if (!token) throw AppError.badRequest('token_id', 'names no token');
+      if (token.user_id !== caller.id && caller.role !== 'admin') throw AppError.forbidden('Only its owner or an admin may revoke a token');
+      await tokens.remove(token.id);
+      return { deleted: 1 };
+    },
+  );
+};
+
+export default tokensRoutes;

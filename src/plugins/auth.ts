@@ -1,0 +1,65 @@
+import fp from 'fastify-plugin';
+import type { FastifyRequest } from 'fastify';
+import type { Role } from '../db/types.js';
+import { AppError } from '../shared/errors.js';
+import { createTokensRepository, hashToken } from '../modules/tokens/tokens.repository.js';
+
+/** The authenticated user behind a request. */
+export interface Caller {
+  id: number;
+  role: Role;
+  tokenId: number;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Memoised result of resolving the Authorization header (undefined until first asked). */
+    callerPromise: Promise<Caller | undefined> | null;
+  }
+  interface FastifyInstance {
+    auth: {
+      /** The caller if the request carries a bearer token; 401 if it carries an invalid one. */
+      optional(request: FastifyRequest): Promise<Caller | undefined>;
+      /** The caller; 401 with WWW-Authenticate when there is no valid bearer token. */
+      required(request: FastifyRequest): Promise<Caller>;
+    };
+  }
+}
+
+const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-._~+/]+=*)[ \t]*$/i;
+
+export const isAdmin = (caller: Caller | undefined) => caller?.role === 'admin';
+export const isSelfOrAdmin = (caller: Caller, userId: number) => caller.id === userId || caller.role === 'admin';
+
+/**
+ * Resolves callers lazily: only routes that ask pay for the token lookup, and the lookup happens at most once
+ * per request. A token is looked up by its hash on every request (no process-local cache), so a revocation
+ * takes effect at once on every server behind a load balancer.
+ */
+export default fp(
+  async (app) => {
+    const tokens = createTokensRepository(app.db);
+    app.decorateRequest('callerPromise', null);
+
+    async function resolve(request: FastifyRequest): Promise<Caller | undefined> {
+      const header = request.headers.authorization;
+      if (header === undefined) return undefined;
+      const match = BEARER.exec(header);
+      if (!match?.[1]) throw AppError.invalidToken();
+      const owner = await tokens.findOwnerByHash(hashToken(match[1]));
+      if (!owner || owner.expiresAt <= new Date().toISOString()) throw AppError.invalidToken();
+      return { id: owner.userId, role: owner.role, tokenId: owner.tokenId };
+    }
+
+    const optional = (request: FastifyRequest) => (request.callerPromise ??= resolve(request));
+    app.decorate('auth', {
+      optional,
+      async required(request: FastifyRequest) {
+        const caller = await optional(request);
+        if (!caller) throw AppError.unauthorized();
+        return caller;
+      },
+    });
+  },
+  { name: 'auth', dependencies: ['database'] },
+);

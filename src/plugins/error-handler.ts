@@ -1,0 +1,188 @@
+import { STATUS_CODES } from 'node:http';
+import fp from 'fastify-plugin';
+import type { FastifyError, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { AppError, type FieldError } from '../shared/errors.js';
+import { EnvelopeErrorSchema, PATTERN_MESSAGES, ProblemSchema } from '../shared/schemas.js';
+
+interface AjvError {
+  keyword: string;
+  instancePath: string;
+  params: Record<string, unknown>;
+  message?: string;
+}
+
+/** The board interface answers in its envelope; everything else in RFC 9457 problem details. */
+export const isBoardRequest = (url: string) => url === '/boards' || url.startsWith('/boards/') || url.startsWith('/boards?');
+
+/** Turns one Ajv error into a field name and a message a client can act on. */
+function fieldError(error: AjvError, part: string | undefined): FieldError {
+  const path = error.instancePath.split('/').filter(Boolean).join('.');
+  const join = (name: unknown) => (path ? `${path}.${String(name)}` : String(name));
+  switch (error.keyword) {
+    case 'required':
+      return { field: join(error.params.missingProperty), message: 'is required' };
+    case 'additionalProperties':
+      return { field: join(error.params.additionalProperty), message: 'is not an allowed field' };
+    case 'type':
+      if (!path && part === 'body') return { field: 'body', message: 'must be a JSON object' };
+      return { field: path || part || 'request', message: `must be ${String(error.params.type)}` };
+    case 'minLength':
+      return { field: path, message: `must be at least ${String(error.params.limit)} characters` };
+    case 'maxLength':
+      return { field: path, message: `must be at most ${String(error.params.limit)} characters` };
+    case 'pattern':
+      return { field: path, message: PATTERN_MESSAGES[String(error.params.pattern)] ?? 'has an invalid format' };
+    case 'format':
+      return {
+        field: path,
+        message: error.params.format === 'int64' ? PATTERN_MESSAGES['^(0|[1-9][0-9]{0,18})$']! : `must be a valid ${String(error.params.format)}`,
+      };
+    case 'enum':
+      return { field: path, message: `must be one of: ${(error.params.allowedValues as unknown[]).join(', ')}` };
+    default:
+      return { field: path || part || 'request', message: error.message ?? 'is invalid' };
+  }
+}
+
+function dedupe(errors: FieldError[]): FieldError[] {
+  const seen = new Set<string>();
+  return errors.filter((e) => {
+    const key = `${e.field}\u0001${e.message}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+interface Normalized {
+  status: number;
+  detail: string;
+  errors?: FieldError[];
+  headers?: Record<string, string>;
+}
+
+/** Maps any error (ours, Fastify's, a plugin's, or an unexpected one) to a status, message and field list. */
+function normalize(error: FastifyError | AppError | Error): Normalized {
+  if (error instanceof AppError) {
+    return { status: error.statusCode, detail: error.message, errors: error.errors, headers: error.headers };
+  }
+  const fe = error as FastifyError & { validation?: AjvError[]; validationContext?: string };
+  if (fe.validation) {
+    // A 404-worthy id never reaches here: a malformed id is a malformed request (400), as the seed says.
+    const errors = dedupe(fe.validation.map((e) => fieldError(e, fe.validationContext)));
+    const detail = errors.map((e) => `${e.field} ${e.message}`).join('; ');
+    return { status: 400, detail, errors };
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return { status: 415, detail: 'Request bodies must be JSON, sent with Content-Type: application/json' };
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return { status: 413, detail: 'The request body is larger than the service accepts' };
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return { status: 400, detail: 'The request body is empty', errors: [{ field: 'body', message: 'is required' }] };
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return { status: 400, detail: 'The request body is not valid JSON', errors: [{ field: 'body', message: 'is not valid JSON' }] };
+  }
+  const status = fe.statusCode ?? 500;
+  if (status === 400 && error instanceof SyntaxError) {
+    return { status, detail: 'The request body is not valid JSON', errors: [{ field: 'body', message: 'is not valid JSON' }] };
+  }
+  if (status >= 400 && status < 500) return { status, detail: fe.message };
+  return { status: status >= 500 && status < 600 ? status : 500, detail: 'An unexpected error occurred' };
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, n: Normalized) {
+  if (n.headers) reply.headers(n.headers);
+  const requestId = n.status >= 500 ? request.id : undefined;
+  reply.code(n.status);
+  if (isBoardRequest(request.url)) {
+    return reply.type('application/json; charset=utf-8').send({
+      code: String(n.status),
+      message: n.detail,
+      data: null,
+      ...(n.errors ? { errors: n.errors } : {}),
+      ...(requestId ? { requestId } : {}),
+    });
+  }
+  return reply.type('application/problem+json; charset=utf-8').send({
+    type: 'about:blank',
+    title: STATUS_CODES[n.status] ?? 'Error',
+    status: n.status,
+    detail: n.detail,
+    instance: request.url.split('?')[0] ?? request.url,
+    ...(n.errors ? { errors: n.errors } : {}),
+    ...(requestId ? { requestId } : {}),
+  });
+}
+
+/**
+ * Every route declares the errors particular to it (401, 403, 404, 409); the ones any route can answer are added
+ * here so that no route forgets them: 400 when it takes input, 413 and 415 when it takes a body, 429 and 500
+ * always. The schema drives serialization and the OpenAPI document alike.
+ */
+function documentErrors(route: RouteOptions): void {
+  const schema = route.schema;
+  if (!schema || schema.hide) return;
+  const response = (schema.response ??= {}) as Record<string, unknown>;
+  const board = isBoardRequest(route.url);
+  const shape = board ? EnvelopeErrorSchema : ProblemSchema;
+  const add = (status: number, description: string) => {
+    if (response[status] === undefined) {
+      response[status] = board
+        ? { description, ...shape }
+        : { description, content: { 'application/problem+json': { schema: shape } } };
+    }
+  };
+  if (schema.body || schema.params || schema.querystring) add(400, 'Malformed request: the field is named in `errors`');
+  if (schema.body) {
+    add(413, 'Request body too large');
+    add(415, 'Request body is not application/json');
+  }
+  add(429, 'Too many requests; see Retry-After');
+  add(500, 'Unexpected failure; the body carries a request id that is also in the log');
+}
+
+/** Known route patterns and their methods, to tell 405 (known path, other method) from 404 (unknown path). */
+interface RoutePattern {
+  regex: RegExp;
+  methods: Set<string>;
+}
+
+export default fp(
+  async (app) => {
+    const patterns = new Map<string, RoutePattern>();
+    app.addHook('onRoute', (route) => {
+      if (route.url === '*' || route.url === '/*') return; // the CORS preflight catch-all is not a resource
+      documentErrors(route);
+      const source = route.url
+        .split('/')
+        .map((seg) => (seg.startsWith(':') ? '[^/]+' : seg === '*' ? '.*' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+        .join('/');
+      const entry = patterns.get(route.url) ?? { regex: new RegExp(`^${source}$`), methods: new Set<string>() };
+      for (const m of [route.method].flat()) entry.methods.add(m);
+      patterns.set(route.url, entry);
+    });
+
+    app.setErrorHandler((error, request, reply) => {
+      const n = normalize(error instanceof Error ? error : new Error(String(error)));
+      if (n.status >= 500) request.log.error({ err: error }, 'request failed');
+      else request.log.info({ status: n.status, detail: n.detail }, 'request rejected');
+      return sendError(request, reply, n);
+    });
+
+    app.setNotFoundHandler((request, reply) => {
+      const path = request.url.split('?')[0] ?? '/';
+      const allowed = new Set<string>();
+      for (const { regex, methods } of patterns.values()) {
+        if (regex.test(path)) for (const m of methods) allowed.add(m);
+      }
+      if (allowed.size > 0) {
+        // The seed's interface uses only GET, POST, PUT and DELETE; anything else on a known path is 405.
+        reply.header('allow', [...allowed].sort().join(', '));
+        return sendError(request, reply, { status: 405, detail: `${request.method} is not allowed on ${path}` });
+      }
+      return sendError(request, reply, { status: 404, detail: `No resource at ${path}` });
+    });
+  },
+  { name: 'error-handler' },
+);

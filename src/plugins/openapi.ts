@@ -1,0 +1,42 @@
+import fp from 'fastify-plugin';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+
+/**
+ * The OpenAPI 3.1 document is generated from the route schemas, the same ones that validate requests and
+ * serialize responses, so it cannot drift from the code. /docs serves Swagger UI from the installed package:
+ * no CDN, it works offline.
+ * @see https://github.com/fastify/fastify-swagger
+ */
+export default fp(
+  async (app) => {
+    await app.register(swagger, {
+      openapi: {
+        openapi: '3.1.0',
+        info: {
+          title: 'corkboard',
+          version: '0.1.0',
+          description:
+            'Community API: users, a follow graph, posts with replies and recommends, and a bulletin board. ' +
+            'Errors are RFC 9457 problem details, except under /boards, which answers in the {code, message, data} envelope.',
+        },
+        servers: [{ url: app.config.publicUrl }],
+        components: {
+          securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'A token from POST /tokens' } },
+        },
+        tags: [
+          { name: 'users', description: 'Accounts' },
+          { name: 'tokens', description: 'Sign-in: bearer tokens' },
+          { name: 'followers', description: 'The follow graph' },
+          { name: 'posts', description: 'Posts and feeds' },
+          { name: 'replies', description: 'Replies to posts' },
+          { name: 'recommends', description: 'Users who recommend a post' },
+          { name: 'boards', description: 'The bulletin board (envelope interface)' },
+          { name: 'system', description: 'Health, metrics and this document' },
+        ],
+      },
+    });
+    await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
+  },
+  { name: 'openapi' },
+);

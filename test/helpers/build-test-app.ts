@@ -1,0 +1,60 @@
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import { onTestFinished } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { parseConfig, type Config } from '../../src/config.js';
+import { freshDatabase } from './database.js';
+
+export const PUBLIC_URL = 'http://corkboard.test';
+
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return parseConfig({
+    port: 0,
+    host: '127.0.0.1',
+    databaseUrl: 'sqlite::memory:',
+    publicUrl: PUBLIC_URL,
+    rateLimit: { enabled: false, max: 1000, authMax: 1000, windowMs: 60_000 },
+    logLevel: 'silent',
+    tokenTtlSeconds: 3600,
+    bodyLimit: 256 * 1024,
+    // The cheapest scrypt the config allows: tests sign up hundreds of users.
+    scryptCost: 10,
+    pgPoolMax: 10,
+    trustProxy: false,
+    ...overrides,
+  });
+}
+
+/**
+ * The production app (same plugins, same Ajv options) on a fresh database, closed when the test finishes.
+ * Call it inside a test.
+ */
+export async function buildTestApp(overrides: Partial<Config> = {}): Promise<FastifyInstance> {
+  const { handle, drop } = await freshDatabase();
+  const app = await buildApp(testConfig(overrides), { database: handle, logger: false });
+  await app.ready();
+  onTestFinished(async () => {
+    await app.close();
+    await drop();
+  });
+  return app;
+}
+
+export type Response = LightMyRequestResponse;
+
+/** Shorthand for inject with an optional bearer token and JSON body. */
+export function call(
+  app: FastifyInstance,
+  method: InjectOptions['method'],
+  url: string,
+  options: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<Response> {
+  return app.inject({
+    method,
+    url,
+    headers: {
+      ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+      ...options.headers,
+    },
+    ...(options.body !== undefined ? { payload: options.body as InjectOptions['payload'] } : {}),
+  });
+}

@@ -1,0 +1,25 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * The whole suite runs once per storage backend. SQLite always; PostgreSQL when TEST_DATABASE_URL is set
+ * (`.ci/run` always sets it). Each test builds its own app on a fresh database (SQLite in memory, or a
+ * throw-away PostgreSQL schema), so files run in parallel without sharing state.
+ */
+const backends = ['sqlite', ...(process.env.TEST_DATABASE_URL ? ['postgres'] : [])];
+
+export default defineConfig({
+  test: {
+    globalSetup: ['test/global-setup.ts'],
+    reporters: ['default', './test/summary-reporter.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    projects: backends.map((backend) => ({
+      extends: true,
+      test: {
+        name: backend,
+        include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+        env: { TEST_BACKEND: backend },
+      },
+    })),
+  },
+});
