@@ -62,6 +62,17 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   app.decorate('config', config);
   app.decorate('links', createLinks(config.publicUrl));
 
+  // Graceful shutdown: close() reaps only the keep-alive connections that are idle at that moment. A connection
+  // busy with an in-flight request would stay open after its response until the keep-alive timeout and hold the
+  // process past its drain; answering `Connection: close` once closing has begun ends it with the response.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
+
   await app.register(errorHandler);
   await app.register(databasePlugin, {
     database: options.database ?? createDatabase(config.databaseUrl, { poolMax: config.pgPoolMax }),
