@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Operator commands, using the same configuration (DATABASE_URL, SCRYPT_COST, …) as the server:
+ * Operator commands, using the same configuration (DATABASE_URL, PASSWORD_HASH_MEMORY_KIB, …) as the server:
  *   corkboard migrate                     bring the database schema up to date
  *   corkboard create-admin <username>     create an admin (password from ADMIN_PASSWORD or the first line of stdin),
  *                                         or promote an existing user of that name to admin
@@ -47,7 +47,7 @@ async function main(argv: string[]): Promise<number> {
         process.stderr.write('a password of 8 to 256 characters is needed (ADMIN_PASSWORD or stdin)\n');
         return 2;
       }
-      const outcome = await ensureAdmin(database.db, username, password, config.scryptCost);
+      const outcome = await ensureAdmin(database.db, username, password, config.passwordHashMemoryKib);
       process.stdout.write(`${username}: ${outcome}\n`);
       return 0;
     }

@@ -25,8 +25,8 @@ export const ConfigSchema = Type.Object({
   logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
   tokenTtlSeconds: Type.Integer({ minimum: 60 }),
   bodyLimit: Type.Integer({ minimum: 1024 }),
-  /** log2 of scrypt's N; 17 is OWASP's recommendation. Lower only for tests. */
-  scryptCost: Type.Integer({ minimum: 10, maximum: 20 }),
+  /** Argon2id memory cost in KiB; 19456 (19 MiB) is OWASP's recommended minimum. Lower only for tests. */
+  passwordHashMemoryKib: Type.Integer({ minimum: 64, maximum: 4_194_304 }),
   pgPoolMax: Type.Integer({ minimum: 1, maximum: 1000 }),
   trustProxy: Type.Boolean(),
 });
@@ -75,7 +75,7 @@ const VARIABLES: Record<string, string> = {
   '/logLevel': 'LOG_LEVEL',
   '/tokenTtlSeconds': 'TOKEN_TTL_SECONDS',
   '/bodyLimit': 'BODY_LIMIT',
-  '/scryptCost': 'SCRYPT_COST',
+  '/passwordHashMemoryKib': 'PASSWORD_HASH_MEMORY_KIB',
   '/pgPoolMax': 'PG_POOL_MAX',
   '/trustProxy': 'TRUST_PROXY',
 };
@@ -103,7 +103,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     logLevel: (env.LOG_LEVEL || 'info').toLowerCase(),
     tokenTtlSeconds: integer(env, 'TOKEN_TTL_SECONDS', 7 * 24 * 3600),
     bodyLimit: integer(env, 'BODY_LIMIT', 256 * 1024),
-    scryptCost: integer(env, 'SCRYPT_COST', 17),
+    passwordHashMemoryKib: integer(env, 'PASSWORD_HASH_MEMORY_KIB', 19_456),
     pgPoolMax: integer(env, 'PG_POOL_MAX', 10),
     trustProxy: flag(env, 'TRUST_PROXY', false),
   };

@@ -18,7 +18,7 @@ async function main(): Promise<void> {
 
   const app = await buildApp(config);
   if (config.adminUsername && config.adminPassword) {
-    const outcome = await ensureAdmin(app.db, config.adminUsername, config.adminPassword, config.scryptCost);
+    const outcome = await ensureAdmin(app.db, config.adminUsername, config.adminPassword, config.passwordHashMemoryKib);
     app.log.info({ username: config.adminUsername, outcome }, 'admin bootstrap');
   }
 

@@ -16,8 +16,8 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     logLevel: 'silent',
     tokenTtlSeconds: 3600,
     bodyLimit: 256 * 1024,
-    // The cheapest scrypt the config allows: tests sign up hundreds of users.
-    scryptCost: 10,
+    // The cheapest Argon2id the config allows: tests sign up hundreds of users.
+    passwordHashMemoryKib: 64,
     pgPoolMax: 10,
     trustProxy: false,
     ...overrides,

@@ -11,7 +11,7 @@ import { CreateTokenBodySchema, TokenParamsSchema, TokenSchema } from './tokens.
 const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
   const tokens = createTokensRepository(app.db);
-  const { scryptCost, tokenTtlSeconds, rateLimit } = app.config;
+  const { passwordHashMemoryKib, tokenTtlSeconds, rateLimit } = app.config;
   // Computed once, lazily: the hash an unknown username is checked against (equal timing for both failures).
   let decoy: Promise<string> | undefined;
 
@@ -34,7 +34,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const { username, password } = request.body;
       const user = await users.findCredentialsByUsername(username);
-      const ok = await verifyPassword(password, user?.password_hash ?? (await (decoy ??= dummyHash(scryptCost))));
+      const ok = await verifyPassword(password, user?.password_hash ?? (await (decoy ??= dummyHash(passwordHashMemoryKib))));
       if (!user || !ok) throw AppError.unauthorized('The username or password is incorrect');
       const now = new Date();
       const secret = newTokenSecret();

@@ -50,7 +50,7 @@ const bearer = [{ bearerAuth: [] }];
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
   const tokens = createTokensRepository(app.db);
-  const { scryptCost, rateLimit } = app.config;
+  const { passwordHashMemoryKib, rateLimit } = app.config;
 
   app.post(
     '/users',
@@ -69,7 +69,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { rateLimit: { max: rateLimit.authMax } },
     },
     async (request, reply) => {
-      const row = await createUser(app.db, request.body, scryptCost);
+      const row = await createUser(app.db, request.body, passwordHashMemoryKib);
       reply.code(201).header('location', app.links.url(`/users/${row.id}`));
       return toUser(row, app.links);
     },
@@ -213,7 +213,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!(await verifyPassword(request.body.currentPassword, stored.password_hash))) {
         throw new AppError(403, 'currentPassword is incorrect', [{ field: 'currentPassword', message: 'is incorrect' }]);
       }
-      await users.setPassword(id, await hashPassword(request.body.newPassword, scryptCost), new Date().toISOString());
+      await users.setPassword(id, await hashPassword(request.body.newPassword, passwordHashMemoryKib), new Date().toISOString());
       await tokens.removeAllOfUserExcept(id, caller.tokenId);
       const row = await users.findById(id);
       if (!row) throw AppError.notFound('user');

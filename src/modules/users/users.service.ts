@@ -11,10 +11,10 @@ import { createUsersRepository, type PublicUserRow } from './users.repository.js
 export async function createUser(
   db: Kysely<Database>,
   input: { username: string; password: string; displayName?: string; bio?: string; role?: Role },
-  scryptCost: number,
+  passwordHashMemoryKib: number,
 ): Promise<PublicUserRow> {
   const now = new Date().toISOString();
-  const passwordHash = await hashPassword(input.password, scryptCost);
+  const passwordHash = await hashPassword(input.password, passwordHashMemoryKib);
   try {
     return await createUsersRepository(db).insert({
       username: input.username,
@@ -94,7 +94,7 @@ export async function ensureAdmin(
   db: Kysely<Database>,
   username: string,
   password: string | undefined,
-  scryptCost: number,
+  passwordHashMemoryKib: number,
 ): Promise<'created' | 'promoted' | 'unchanged'> {
   const users = createUsersRepository(db);
   const existing = await users.findCredentialsByUsername(username);
@@ -105,7 +105,7 @@ export async function ensureAdmin(
   }
   if (password === undefined) throw new Error(`user "${username}" does not exist; a password is needed to create it`);
   try {
-    await createUser(db, { username, password, role: 'admin' }, scryptCost);
+    await createUser(db, { username, password, role: 'admin' }, passwordHashMemoryKib);
     return 'created';
   } catch (error) {
     // Two processes bootstrapping at once: the other one created it.

@@ -5,7 +5,7 @@ import { createAdmin, signIn, signUp } from '../../../test/helpers/factories.js'
 const PROBLEM = 'application/problem+json; charset=utf-8';
 
 describe('POST /users (sign-up)', () => {
-  it('creates the user: 201, Location, the representation, a stored scrypt hash', async () => {
+  it('creates the user: 201, Location, the representation, a stored Argon2id hash', async () => {
     const app = await buildTestApp();
     const res = await call(app, 'POST', '/users', {
       body: { username: 'Ada_L', password: 'correct horse', displayName: 'Ada', bio: 'Engines' },
@@ -33,7 +33,7 @@ describe('POST /users (sign-up)', () => {
     });
     expect(res.body).not.toContain('password');
     const row = await app.db.selectFrom('users').selectAll().where('id', '=', user.id).executeTakeFirstOrThrow();
-    expect(row.password_hash).toMatch(/^scrypt\$10\$8\$1\$/);
+    expect(row.password_hash).toMatch(/^\$argon2id\$v=19\$m=64,t=2,p=1\$/);
     expect(row.password_hash).not.toContain('correct horse');
   });
 
@@ -342,5 +342,46 @@ describe('whole-interface rules', () => {
     const generated = (await call(app, 'GET', '/health', { headers: { 'x-request-id': 'bad id\twith spaces' } })).headers['x-request-id'];
     expect(generated).toMatch(/^[0-9a-f-]{36}$/);
     expect((await call(app, 'GET', '/nowhere')).headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('protocol-level methods', () => {
+  it('answers HEAD on a GET route like GET without a body', async () => {
+    const app = await buildTestApp();
+    const a = await signUp(app);
+    const res = await call(app, 'HEAD', `/users/${a.id}`);
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toBe('');
+  });
+
+  it('answers a CORS preflight, and a plain OPTIONS with 405 and Allow', async () => {
+    const app = await buildTestApp();
+    const preflight = await call(app, 'OPTIONS', '/users/1', {
+      headers: { origin: 'http://app.example', 'access-control-request-method': 'PUT' },
+    });
+    expect(preflight.statusCode).toBe(204);
+    expect(preflight.headers['access-control-allow-origin']).toBe('http://app.example');
+    expect(String(preflight.headers['access-control-allow-methods'])).toContain('PUT');
+    const plain = await call(app, 'OPTIONS', '/users/1');
+    expect(plain.statusCode).toBe(405);
+    expect(plain.headers.allow).toBe('DELETE, GET, HEAD, PUT');
+    expect(plain.headers['content-type']).toBe(PROBLEM);
+    expect((await call(app, 'OPTIONS', '/nowhere')).statusCode).toBe(404);
+  });
+
+  it('answers 500 with a generic body and a request id when the database fails', async () => {
+    const app = await buildTestApp();
+    await app.database.destroy();
+    const res = await call(app, 'GET', '/users/1', { headers: { 'x-request-id': 'trace-me-1' } });
+    expect(res.statusCode).toBe(500);
+    expect(res.json()).toEqual({
+      type: 'about:blank',
+      title: 'Internal Server Error',
+      status: 500,
+      detail: 'An unexpected error occurred',
+      instance: '/users/1',
+      requestId: 'trace-me-1',
+    });
+    expect((await call(app, 'GET', '/health')).statusCode).toBe(503);
   });
 });
