@@ -4,6 +4,13 @@ import type { FastifyError, FastifyReply, FastifyRequest, RouteOptions } from 'f
 import { AppError, type FieldError } from '../shared/errors.js';
 import { EnvelopeErrorSchema, PATTERN_MESSAGES, ProblemSchema } from '../shared/schemas.js';
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** 405 with Allow when another method would be accepted on this path, else 404, in the usual error shape. */
+    refuseRequest(request: FastifyRequest, reply: FastifyReply): FastifyReply;
+  }
+}
+
 interface AjvError {
   keyword: string;
   instancePath: string;
@@ -170,7 +177,8 @@ export default fp(
       return sendError(request, reply, n);
     });
 
-    app.setNotFoundHandler((request, reply) => {
+    /** Answers a request no route takes: 405 with Allow on a known path, else 404. */
+    const refuse = (request: FastifyRequest, reply: FastifyReply) => {
       const path = request.url.split('?')[0] ?? '/';
       const allowed = new Set<string>();
       for (const { regex, methods } of patterns.values()) {
@@ -182,7 +190,9 @@ export default fp(
         return sendError(request, reply, { status: 405, detail: `${request.method} is not allowed on ${path}` });
       }
       return sendError(request, reply, { status: 404, detail: `No resource at ${path}` });
-    });
+    };
+    app.decorate('refuseRequest', refuse);
+    app.setNotFoundHandler(refuse);
   },
   { name: 'error-handler' },
 );

@@ -15,6 +15,14 @@ export default fp(
       reply.header('x-request-id', request.id);
     });
 
+    // Only a CORS preflight (OPTIONS with Access-Control-Request-Method) is protocol-level; a plain OPTIONS is
+    // just another method, answered 405 with Allow like any other (the CORS plugin would answer a text/plain 400).
+    app.addHook('onRequest', async (request, reply) => {
+      if (request.method === 'OPTIONS' && request.headers['access-control-request-method'] === undefined) {
+        return app.refuseRequest(request, reply);
+      }
+    });
+
     await app.register(cors, {
       origin: true,
       methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'],
