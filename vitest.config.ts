@@ -1,4 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { defineConfig } from 'vitest/config';
+
+// Names this run's PostgreSQL test databases (inherited by the workers); see test/helpers/database.ts.
+process.env.CORKBOARD_TEST_RUN ??= randomBytes(4).toString('hex');
 
 /**
  * The whole suite runs once per storage backend. SQLite always; PostgreSQL when TEST_DATABASE_URL is set

@@ -1,13 +1,17 @@
 import pg from 'pg';
+import { testDatabaseName } from './helpers/database.js';
 
-/** Checks the PostgreSQL server up front, so a missing server fails the run loudly instead of each test. */
-export default async function setup(): Promise<void> {
+/**
+ * Checks the PostgreSQL server up front, so a missing server fails the run loudly instead of each test; the
+ * returned teardown drops the per-worker databases this run created.
+ */
+export default async function setup(): Promise<(() => Promise<void>) | undefined> {
   const url = process.env.TEST_DATABASE_URL;
   if (!url) {
     console.warn(
       '\n[corkboard] PostgreSQL tests SKIPPED: set TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/corkboard_test to run the suite on PostgreSQL too.\n',
     );
-    return;
+    return undefined;
   }
   const target = new URL(url);
   const database = target.pathname.slice(1);
@@ -28,4 +32,15 @@ export default async function setup(): Promise<void> {
     await client.end();
   }
   console.warn(`\n[corkboard] running the suite on SQLite and on PostgreSQL (${target.host}/${database})\n`);
+  return async () => {
+    const cleanup = new pg.Client({ connectionString: admin.toString() });
+    await cleanup.connect();
+    try {
+      const pattern = testDatabaseName(database, '%');
+      const { rows } = await cleanup.query<{ datname: string }>('select datname from pg_database where datname like $1', [pattern]);
+      for (const { datname } of rows) await cleanup.query(`drop database if exists "${datname}" with (force)`);
+    } finally {
+      await cleanup.end();
+    }
+  };
 }

@@ -6,15 +6,16 @@ export type Backend = 'sqlite' | 'postgres';
 export const backend: Backend = process.env.TEST_BACKEND === 'postgres' ? 'postgres' : 'sqlite';
 
 /**
- * A fresh, empty database for one test: SQLite in memory, or a new schema on the PostgreSQL test database
- * (much faster than a new database). `drop` removes the schema again.
+ * A fresh, empty database for one test: SQLite in memory, or a new schema on PostgreSQL (much faster than a new
+ * database). Each Vitest worker gets its own PostgreSQL database (`<TEST_DATABASE_URL db>_w<worker>`): Kysely's
+ * migrator introspects every schema of the database, which races with another worker dropping its schema.
+ * `drop` removes the schema again.
  */
 export async function freshDatabase(): Promise<{ handle: DatabaseHandle; url: string; drop: () => Promise<void> }> {
   if (backend === 'sqlite') {
     return { handle: createDatabase('sqlite::memory:'), url: 'sqlite::memory:', drop: async () => {} };
   }
-  const url = process.env.TEST_DATABASE_URL;
-  if (!url) throw new Error('TEST_BACKEND=postgres needs TEST_DATABASE_URL');
+  const url = await workerDatabaseUrl();
   const schema = `t_${randomBytes(6).toString('hex')}`;
   await adminQuery(url, `create schema ${schema}`);
   return {
@@ -22,6 +23,34 @@ export async function freshDatabase(): Promise<{ handle: DatabaseHandle; url: st
     url,
     drop: () => adminQuery(url, `drop schema if exists ${schema} cascade`),
   };
+}
+
+let workerUrl: Promise<string> | undefined;
+
+/**
+ * `<base>_<run>_w<worker>`: unique per test run (CORKBOARD_TEST_RUN, set in vitest.config.ts) so that two runs on
+ * one server never share a database; the global teardown drops the run's databases.
+ */
+export function testDatabaseName(base: string, worker: string): string {
+  return `${base}_${process.env.CORKBOARD_TEST_RUN ?? 'local'}_w${worker}`.replace(/[^A-Za-z0-9_]/g, '_').toLowerCase();
+}
+
+/** This worker's own database on the TEST_DATABASE_URL server, created on first use. */
+export function workerDatabaseUrl(): Promise<string> {
+  return (workerUrl ??= (async () => {
+    const base = process.env.TEST_DATABASE_URL;
+    if (!base) throw new Error('TEST_BACKEND=postgres needs TEST_DATABASE_URL');
+    const url = new URL(base);
+    const name = testDatabaseName(url.pathname.slice(1), process.env.VITEST_POOL_ID ?? '0');
+    try {
+      await adminQuery(base, `create database ${name}`);
+    } catch (error) {
+      // 42P04: it exists already (an earlier run, or an earlier file in this worker).
+      if ((error as { code?: string }).code !== '42P04') throw error;
+    }
+    url.pathname = `/${name}`;
+    return url.toString();
+  })());
 }
 
 async function adminQuery(url: string, text: string): Promise<void> {
