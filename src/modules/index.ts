@@ -2,12 +2,14 @@ import type { FastifyPluginAsync } from 'fastify';
 import systemRoutes from './system/system.routes.js';
 import usersRoutes from './users/users.routes.js';
 import tokensRoutes from './tokens/tokens.routes.js';
+import boardsRoutes from './boards/boards.routes.js';
 
 /** Every resource module, registered explicitly (no autoload): the list below is the whole API. */
 const modules: FastifyPluginAsync = async (app) => {
   await app.register(systemRoutes);
   await app.register(usersRoutes);
   await app.register(tokensRoutes);
+  await app.register(boardsRoutes);
 };
 
 export default modules;

@@ -1,0 +1,236 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
+import { Type, type Static } from 'typebox';
+import { isSelfOrAdmin } from '../../plugins/auth.js';
+import type { BoardRow } from '../../db/types.js';
+import { AppError, type FieldError } from '../../shared/errors.js';
+import { EnvelopeErrorSchema, toId } from '../../shared/schemas.js';
+import { createBoardsRepository } from './boards.repository.js';
+import {
+  BoardEnvelope,
+  BoardPageEnvelope,
+  BoardParamsSchema,
+  CreateBoardBodySchema,
+  DEFAULT_LIMIT,
+  DeletedEnvelope,
+  LIST_QUERY_FIELDS,
+  ListBoardsQuerySchema,
+  ReplaceBoardBodySchema,
+  UpdatedEnvelope,
+  type Board,
+} from './boards.schemas.js';
+
+/** The one place a board row becomes the API's representation. */
+export function toBoard(row: BoardRow): Board {
+  return {
+    id: row.id,
+    title: row.title,
+    content: row.content,
+    authorId: row.author_id,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** Success envelopes (seed §2): `code` is the status as text, `message` its status text. */
+const ok = <T>(data: T) => ({ code: '200', message: 'OK', data });
+const created = <T>(data: T) => ({ code: '201', message: 'Created', data });
+
+/** Route-specific errors, declared in the envelope shape (the error handler renders them so under /boards). */
+const envelopeError = (description: string) => ({ description, ...EnvelopeErrorSchema });
+const errors = {
+  401: envelopeError('No valid bearer token (see WWW-Authenticate)'),
+  403: envelopeError('Only the author or an admin may do this'),
+  404: envelopeError('No such board'),
+};
+const bearer = [{ bearerAuth: [] }];
+
+/**
+ * Query values must be written as decimal integers. Ajv's coercion alone would also take "1e1", "0x10", "1.0" or
+ * " 7" as numbers; those are rejected here, before validation, naming each field. Sign and range are left to the
+ * schema, whose messages say what is allowed.
+ */
+const DECIMAL = /^-?[0-9]+$/;
+async function requireDecimalQuery(request: FastifyRequest): Promise<void> {
+  const query = request.query as Record<string, unknown>;
+  const problems: FieldError[] = [];
+  for (const field of LIST_QUERY_FIELDS) {
+    const value = query[field];
+    if (typeof value === 'string' && !DECIMAL.test(value)) problems.push({ field, message: 'must be a decimal integer' });
+  }
+  if (problems.length > 0) {
+    throw new AppError(400, problems.map((p) => `${p.field} ${p.message}`).join('; '), problems);
+  }
+}
+
+/**
+ * The seed's PUT names `Content-Type: application/json` as part of the request. Without this check a PUT with no
+ * body and no content type would get as far as validation (400); the missing content type is the first fault, so
+ * it is a 415 whatever the body. Checked before the body is read.
+ */
+async function requireJsonContentType(request: FastifyRequest): Promise<void> {
+  const type = request.headers['content-type']?.split(';')[0]?.trim().toLowerCase();
+  if (type !== 'application/json') {
+    throw new AppError(415, 'Request bodies must be JSON, sent with Content-Type: application/json');
+  }
+}
+
+const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const boards = createBoardsRepository(app.db);
+
+  const listSchema = {
+    tags: ['boards'],
+    description:
+      'Boards newest first. The page is the offsets [start, min(end, start + limit)); the answer echoes start ' +
+      'and limit as applied, sets end to start + the number of items (the start of the next page) and total to ' +
+      'the number of boards. All three parameters are optional decimal integers.',
+    querystring: ListBoardsQuerySchema,
+    response: { 200: { description: 'A page of boards', ...BoardPageEnvelope } },
+  };
+  const list = async (query: Static<typeof ListBoardsQuerySchema>) => {
+    const { start = 0, end, limit = DEFAULT_LIMIT } = query;
+    if (end !== undefined && end < start) throw AppError.badRequest('end', 'must not be less than start');
+    // min(end, start + limit) - start, computed without adding to start (which may be near 2^53).
+    const count = end === undefined ? limit : Math.min(end - start, limit);
+    const { rows, total } = await boards.window(start, count);
+    return ok({ items: rows.map(toBoard), total, start, end: start + rows.length, limit });
+  };
+
+  app.get(
+    '/boards/list',
+    {
+      schema: { operationId: 'listBoards', summary: 'List boards (seed §4)', ...listSchema },
+      preValidation: requireDecimalQuery,
+    },
+    async (request) => list(request.query),
+  );
+
+  app.get(
+    '/boards',
+    {
+      schema: { operationId: 'listBoardsAtRoot', summary: 'List boards (the same as GET /boards/list)', ...listSchema },
+      preValidation: requireDecimalQuery,
+    },
+    async (request) => list(request.query),
+  );
+
+  app.get(
+    '/boards/:board_id',
+    {
+      schema: {
+        operationId: 'getBoard',
+        tags: ['boards'],
+        summary: 'Read a board',
+        params: BoardParamsSchema,
+        response: { 200: { description: 'The board', ...BoardEnvelope }, 404: errors[404] },
+      },
+    },
+    async (request) => {
+      const row = await boards.findById(toId(request.params.board_id));
+      if (!row) throw AppError.notFound('board');
+      return ok(toBoard(row));
+    },
+  );
+
+  app.post(
+    '/boards',
+    {
+      schema: {
+        operationId: 'createBoard',
+        tags: ['boards'],
+        summary: 'Write a board',
+        description: 'Any signed-in user; they become its author.',
+        security: bearer,
+        body: CreateBoardBodySchema,
+        response: {
+          201: {
+            description: 'The new board; Location names it',
+            headers: Type.Object({ location: Type.String() }),
+            ...BoardEnvelope,
+          },
+          401: errors[401],
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.required(request);
+      const row = await boards.insert({
+        author_id: caller.id,
+        title: request.body.title,
+        content: request.body.content,
+        now: new Date().toISOString(),
+      });
+      reply.code(201).header('location', app.links.url(`/boards/${row.id}`));
+      return created(toBoard(row));
+    },
+  );
+
+  app.put(
+    '/boards/:board_id',
+    {
+      schema: {
+        operationId: 'replaceBoard',
+        tags: ['boards'],
+        summary: 'Replace a board',
+        description:
+          'Requires `Content-Type: application/json` (else 415). The complete `{ title, content }`, not a patch; ' +
+          'read-only fields a client read (id, authorId, createdAt, updatedAt) may be sent back and are ignored, ' +
+          'but an id that differs from the path is a 400. The author or an admin.',
+        security: bearer,
+        params: BoardParamsSchema,
+        body: ReplaceBoardBodySchema,
+        response: {
+          200: { description: 'Replaced; `data` is "updated"', ...UpdatedEnvelope },
+          401: errors[401],
+          403: errors[403],
+          404: errors[404],
+        },
+      },
+      onRequest: requireJsonContentType,
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const id = toId(request.params.board_id);
+      const { body } = request;
+      if (body.id !== undefined && body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
+      const current = await boards.findById(id);
+      if (!current) throw AppError.notFound('board');
+      if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may replace this board');
+      // The author never changes, so the check above still holds; only a concurrent delete can intervene.
+      const updated = await boards.update(id, { title: body.title, content: body.content, updated_at: new Date().toISOString() });
+      if (!updated) throw AppError.notFound('board');
+      return ok('updated' as const);
+    },
+  );
+
+  app.delete(
+    '/boards/:board_id',
+    {
+      schema: {
+        operationId: 'deleteBoard',
+        tags: ['boards'],
+        summary: 'Delete a board',
+        description: 'The author or an admin. A board that does not exist is a 400 (seed §7).',
+        security: bearer,
+        params: BoardParamsSchema,
+        response: {
+          200: { description: 'Removed; `data` is "deleted"', ...DeletedEnvelope },
+          400: envelopeError('Malformed id, or no such board'),
+          401: errors[401],
+          403: errors[403],
+        },
+      },
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const id = toId(request.params.board_id);
+      const current = await boards.findById(id);
+      if (!current) throw AppError.badRequest('board_id', 'names no board');
+      if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may delete this board');
+      if (!(await boards.remove(id))) throw AppError.badRequest('board_id', 'names no board');
+      return ok('deleted' as const);
+    },
+  );
+};
+
+export default boardsRoutes;
