@@ -2,6 +2,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import systemRoutes from './system/system.routes.js';
 import usersRoutes from './users/users.routes.js';
 import tokensRoutes from './tokens/tokens.routes.js';
+import repliesRoutes from './replies/replies.routes.js';
+import recommendsRoutes from './recommends/recommends.routes.js';
 import boardsRoutes from './boards/boards.routes.js';
 
 /** Every resource module, registered explicitly (no autoload): the list below is the whole API. */
@@ -9,6 +11,8 @@ const modules: FastifyPluginAsync = async (app) => {
   await app.register(systemRoutes);
   await app.register(usersRoutes);
   await app.register(tokensRoutes);
+  await app.register(repliesRoutes);
+  await app.register(recommendsRoutes);
   await app.register(boardsRoutes);
 };
 

@@ -1,0 +1,53 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/types.js';
+import { USER_COLUMNS, type PublicUserRow } from '../users/users.repository.js';
+
+/** Recommend rows (post, user). Pass a transaction instead of `db` to use it inside one. */
+export function createRecommendsRepository(db: Kysely<Database>) {
+  const recommenders = (postId: number) =>
+    db
+      .selectFrom('recommends')
+      .innerJoin('users', 'users.id', 'recommends.user_id')
+      .select(USER_COLUMNS)
+      .where('recommends.post_id', '=', postId);
+
+  return {
+    /** The user, if they recommended the post. */
+    findRecommender(postId: number, userId: number): Promise<PublicUserRow | undefined> {
+      return recommenders(postId).where('recommends.user_id', '=', userId).executeTakeFirst();
+    },
+
+    /** The users who recommended a post in user id order, `limit + 1` rows after `after` (keyset over the primary key). */
+    listRecommenders(postId: number, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
+      let query = recommenders(postId).orderBy('recommends.user_id', 'asc').limit(options.limit + 1);
+      if (options.after !== undefined) query = query.where('recommends.user_id', '>', options.after);
+      return query.execute();
+    },
+
+    /** Throws the driver's unique violation when the user already recommends the post. */
+    async insert(values: { post_id: number; user_id: number; created_at: string }): Promise<void> {
+      await db.insertInto('recommends').values(values).execute();
+    },
+
+    /** True when the row was there to remove. */
+    async remove(postId: number, userId: number): Promise<boolean> {
+      const result = await db
+        .deleteFrom('recommends')
+        .where('post_id', '=', postId)
+        .where('user_id', '=', userId)
+        .executeTakeFirst();
+      return result.numDeletedRows > 0n;
+    },
+
+    /** Moves the post's recommend counter by `delta` (an atomic `recommend_count = recommend_count ± 1`). */
+    async addToRecommendCount(postId: number, delta: 1 | -1): Promise<void> {
+      await db
+        .updateTable('posts')
+        .set((eb) => ({ recommend_count: eb('recommend_count', '+', delta) }))
+        .where('id', '=', postId)
+        .execute();
+    },
+  };
+}
+
+export type RecommendsRepository = ReturnType<typeof createRecommendsRepository>;

@@ -1,0 +1,151 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { isSelfOrAdmin } from '../../plugins/auth.js';
+import { AppError } from '../../shared/errors.js';
+import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
+import { findVisiblePost } from '../posts/posts.visibility.js';
+import { problems, toUser } from '../users/users.routes.js';
+import { UserSchema } from '../users/users.schemas.js';
+import { createRecommendsRepository } from './recommends.repository.js';
+import { CreateRecommendBodySchema, PostRecommendsParamsSchema, RecommendParamsSchema } from './recommends.schemas.js';
+import { createRecommend, deleteRecommend } from './recommends.service.js';
+
+const bearer = [{ bearerAuth: [] }];
+// A token is optional on reads: it may widen what the caller sees (followers-only and private posts).
+const optionalBearer: Array<Record<string, string[]>> = [{}, { bearerAuth: [] }];
+
+/**
+ * The users who recommend a post. Members are user representations (the same JSON as GET /users/{id}). Whoever
+ * may not see the post finds neither it nor its recommends (404; 400 on DELETE, seed §7).
+ */
+const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const recommends = createRecommendsRepository(app.db);
+
+  app.get(
+    '/posts/:post_id/recommends',
+    {
+      schema: {
+        operationId: 'listRecommends',
+        tags: ['recommends'],
+        summary: 'List the users who recommend a post',
+        description: 'In user id order, paginated with `limit` and `cursor`. Anyone who may see the post.',
+        security: optionalBearer,
+        params: PostRecommendsParamsSchema,
+        querystring: PageQuerySchema,
+        response: {
+          200: { description: 'A page of users', headers: PAGE_HEADERS, ...Type.Array(UserSchema) },
+          401: problems[401],
+          404: problems[404]('post'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.optional(request);
+      const postId = toId(request.params.post_id);
+      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      const { limit = 20, cursor } = request.query;
+      const scope = `recommends|${postId}`;
+      const rows = await recommends.listRecommenders(postId, { limit, after: afterKey(request, scope, cursor) });
+      const page = toPage(rows, limit, (r) => r.id);
+      setNextLink(request, reply, page, scope);
+      return page.items.map((r) => toUser(r, app.links));
+    },
+  );
+
+  app.post(
+    '/posts/:post_id/recommends',
+    {
+      schema: {
+        operationId: 'createRecommend',
+        tags: ['recommends'],
+        summary: 'Recommend a post',
+        description:
+          'The body names the recommending user, who must be the caller: a recommend is a personal endorsement, so ' +
+          'not even an admin makes one on behalf of someone else (an admin may remove one). The post must be visible ' +
+          'to the caller. Recommending the same post twice is a 409.',
+        security: bearer,
+        params: PostRecommendsParamsSchema,
+        body: CreateRecommendBodySchema,
+        response: {
+          201: { description: 'The recommending user; Location names the recommend', headers: Type.Object({ location: Type.String() }), ...UserSchema },
+          401: problems[401],
+          403: problems[403],
+          404: problems[404]('post'),
+          409: problems[409]('The user already recommends this post'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.required(request);
+      const postId = toId(request.params.post_id);
+      const userId = request.body.id;
+      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      if (userId !== caller.id) throw AppError.forbidden('A user may recommend a post only for themself');
+      const result = await createRecommend(app.db, postId, userId);
+      if (result.outcome === 'duplicate') throw AppError.conflict('id', 'already recommends this post');
+      // The post (or the caller's account) was deleted between the check and the insert.
+      if (result.outcome === 'gone') throw AppError.notFound('post');
+      reply.code(201).header('location', app.links.url(`/posts/${postId}/recommends/${userId}`));
+      return toUser(result.user, app.links);
+    },
+  );
+
+  app.get(
+    '/posts/:post_id/recommends/:user_id',
+    {
+      schema: {
+        operationId: 'getRecommend',
+        tags: ['recommends'],
+        summary: 'Read a user who recommends a post',
+        description: 'The same representation as GET /users/{user_id}; 404 if that user does not recommend the post.',
+        security: optionalBearer,
+        params: RecommendParamsSchema,
+        response: { 200: { description: 'The user', ...UserSchema }, 401: problems[401], 404: problems[404]('post or recommend') },
+      },
+    },
+    async (request) => {
+      const caller = await app.auth.optional(request);
+      const postId = toId(request.params.post_id);
+      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      const row = await recommends.findRecommender(postId, toId(request.params.user_id));
+      if (!row) throw AppError.notFound('recommend');
+      return toUser(row, app.links);
+    },
+  );
+
+  app.delete(
+    '/posts/:post_id/recommends/:user_id',
+    {
+      schema: {
+        operationId: 'deleteRecommend',
+        tags: ['recommends'],
+        summary: 'Withdraw a recommend',
+        description:
+          'The recommending user or an admin. No such recommend, or a post the caller may not see, is a 400 (seed §7).',
+        security: bearer,
+        params: RecommendParamsSchema,
+        response: {
+          200: { description: 'Removed', ...DeletedSchema },
+          400: problems[400]('Malformed id, or no such recommend'),
+          401: problems[401],
+          403: problems[403],
+        },
+      },
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const postId = toId(request.params.post_id);
+      const userId = toId(request.params.user_id);
+      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.badRequest('post_id', 'names no post');
+      if (!isSelfOrAdmin(caller, userId)) {
+        if (!(await recommends.findRecommender(postId, userId))) throw AppError.badRequest('user_id', 'does not recommend this post');
+        throw AppError.forbidden('Only the recommending user or an admin may withdraw a recommend');
+      }
+      if (!(await deleteRecommend(app.db, postId, userId))) throw AppError.badRequest('user_id', 'does not recommend this post');
+      return { deleted: 1 };
+    },
+  );
+};
+
+export default recommendsRoutes;

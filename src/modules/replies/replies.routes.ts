@@ -1,0 +1,203 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { ReplyRow } from '../../db/types.js';
+import { isAdmin } from '../../plugins/auth.js';
+import { AppError } from '../../shared/errors.js';
+import type { Links } from '../../shared/links.js';
+import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
+import { findVisiblePost } from '../posts/posts.visibility.js';
+import { problems } from '../users/users.routes.js';
+import { createRepliesRepository } from './replies.repository.js';
+import {
+  CreateReplyBodySchema,
+  PostRepliesParamsSchema,
+  ReplaceReplyBodySchema,
+  ReplyParamsSchema,
+  ReplySchema,
+  type Reply,
+} from './replies.schemas.js';
+import { createReply, deleteReply } from './replies.service.js';
+
+/** The one place a reply row becomes the API's representation. */
+export function toReply(row: ReplyRow, links: Links): Reply {
+  return {
+    id: row.id,
+    postId: row.post_id,
+    authorId: row.author_id,
+    content: row.content,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    links: links.reply({ id: row.id, postId: row.post_id, authorId: row.author_id }),
+  };
+}
+
+const bearer = [{ bearerAuth: [] }];
+// A token is optional on reads: it may widen what the caller sees (followers-only and private posts).
+const optionalBearer: Array<Record<string, string[]>> = [{}, { bearerAuth: [] }];
+
+/**
+ * Replies hang off a post: whoever may not see the post finds neither it nor its replies (404; 400 on DELETE,
+ * seed §7), and `findVisiblePost` is the only statement of who sees what.
+ */
+const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const replies = createRepliesRepository(app.db);
+
+  app.get(
+    '/posts/:post_id/replies',
+    {
+      schema: {
+        operationId: 'listReplies',
+        tags: ['replies'],
+        summary: "List a post's replies",
+        description: 'Oldest first, paginated with `limit` and `cursor`. Anyone who may see the post.',
+        security: optionalBearer,
+        params: PostRepliesParamsSchema,
+        querystring: PageQuerySchema,
+        response: {
+          200: { description: 'A page of replies', headers: PAGE_HEADERS, ...Type.Array(ReplySchema) },
+          401: problems[401],
+          404: problems[404]('post'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.optional(request);
+      const postId = toId(request.params.post_id);
+      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      const { limit = 20, cursor } = request.query;
+      const scope = `replies|${postId}`;
+      const rows = await replies.listByPost(postId, { limit, after: afterKey(request, scope, cursor) });
+      const page = toPage(rows, limit, (r) => r.id);
+      setNextLink(request, reply, page, scope);
+      return page.items.map((r) => toReply(r, app.links));
+    },
+  );
+
+  app.post(
+    '/posts/:post_id/replies',
+    {
+      schema: {
+        operationId: 'createReply',
+        tags: ['replies'],
+        summary: 'Reply to a post',
+        description: 'Any signed-in user who may see the post. Counts the reply on the post in the same transaction.',
+        security: bearer,
+        params: PostRepliesParamsSchema,
+        body: CreateReplyBodySchema,
+        response: {
+          201: { description: 'The new reply; Location names it', headers: Type.Object({ location: Type.String() }), ...ReplySchema },
+          401: problems[401],
+          404: problems[404]('post'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.required(request);
+      const postId = toId(request.params.post_id);
+      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      const row = await createReply(app.db, { postId, authorId: caller.id, content: request.body.content });
+      // The post (or the caller's account) was deleted between the check and the insert.
+      if (!row) throw AppError.notFound('post');
+      reply.code(201).header('location', app.links.url(`/posts/${postId}/replies/${row.id}`));
+      return toReply(row, app.links);
+    },
+  );
+
+  app.get(
+    '/posts/:post_id/replies/:reply_id',
+    {
+      schema: {
+        operationId: 'getReply',
+        tags: ['replies'],
+        summary: 'Read a reply',
+        description: 'Anyone who may see the post. A reply of another post is not found here.',
+        security: optionalBearer,
+        params: ReplyParamsSchema,
+        response: { 200: { description: 'The reply', ...ReplySchema }, 401: problems[401], 404: problems[404]('post or reply') },
+      },
+    },
+    async (request) => {
+      const caller = await app.auth.optional(request);
+      const postId = toId(request.params.post_id);
+      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      const row = await replies.findInPost(postId, toId(request.params.reply_id));
+      if (!row) throw AppError.notFound('reply');
+      return toReply(row, app.links);
+    },
+  );
+
+  app.put(
+    '/posts/:post_id/replies/:reply_id',
+    {
+      schema: {
+        operationId: 'replaceReply',
+        tags: ['replies'],
+        summary: 'Replace a reply',
+        description:
+          'Its author only (not even an admin edits another user\'s words). The body is `{ content }`; read-only ' +
+          'fields read before may be sent back and are ignored, except that an `id` differing from the path is a 400.',
+        security: bearer,
+        params: ReplyParamsSchema,
+        body: ReplaceReplyBodySchema,
+        response: {
+          200: { description: 'The updated reply', ...ReplySchema },
+          401: problems[401],
+          403: problems[403],
+          404: problems[404]('post or reply'),
+        },
+      },
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const postId = toId(request.params.post_id);
+      const id = toId(request.params.reply_id);
+      if (request.body.id !== undefined && request.body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
+      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      const current = await replies.findInPost(postId, id);
+      if (!current) throw AppError.notFound('reply');
+      if (current.author_id !== caller.id) throw AppError.forbidden('Only its author may replace a reply');
+      const row = await replies.update(postId, id, { content: request.body.content, updated_at: new Date().toISOString() });
+      if (!row) throw AppError.notFound('reply');
+      return toReply(row, app.links);
+    },
+  );
+
+  app.delete(
+    '/posts/:post_id/replies/:reply_id',
+    {
+      schema: {
+        operationId: 'deleteReply',
+        tags: ['replies'],
+        summary: 'Delete a reply',
+        description:
+          "Its author, the post's owner or an admin. A reply that does not exist, or one under a post the caller may " +
+          'not see, is a 400 (seed §7).',
+        security: bearer,
+        params: ReplyParamsSchema,
+        response: {
+          200: { description: 'Removed', ...DeletedSchema },
+          400: problems[400]('Malformed id, or no such reply'),
+          401: problems[401],
+          403: problems[403],
+        },
+      },
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const postId = toId(request.params.post_id);
+      const id = toId(request.params.reply_id);
+      const post = await findVisiblePost(app.db, postId, caller);
+      if (!post) throw AppError.badRequest('post_id', 'names no post');
+      const current = await replies.findInPost(postId, id);
+      if (!current) throw AppError.badRequest('reply_id', 'names no reply of this post');
+      if (current.author_id !== caller.id && post.owner_id !== caller.id && !isAdmin(caller)) {
+        throw AppError.forbidden("Only the reply's author, the post's owner or an admin may delete a reply");
+      }
+      if (!(await deleteReply(app.db, postId, id))) throw AppError.badRequest('reply_id', 'names no reply of this post');
+      return { deleted: 1 };
+    },
+  );
+};
+
+export default repliesRoutes;
