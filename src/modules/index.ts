@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import systemRoutes from './system/system.routes.js';
 import usersRoutes from './users/users.routes.js';
 import tokensRoutes from './tokens/tokens.routes.js';
+import followersRoutes from './followers/followers.routes.js';
 import repliesRoutes from './replies/replies.routes.js';
 import recommendsRoutes from './recommends/recommends.routes.js';
 import boardsRoutes from './boards/boards.routes.js';
@@ -11,6 +12,7 @@ const modules: FastifyPluginAsync = async (app) => {
   await app.register(systemRoutes);
   await app.register(usersRoutes);
   await app.register(tokensRoutes);
+  await app.register(followersRoutes);
   await app.register(repliesRoutes);
   await app.register(recommendsRoutes);
   await app.register(boardsRoutes);

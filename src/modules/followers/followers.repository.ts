@@ -1,0 +1,130 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/types.js';
+import { USER_COLUMNS, type PublicUserRow } from '../users/users.repository.js';
+
+/**
+ * The follow graph. `follows` is keyed (followee_id, follower_id), which serves "followers of X" in follower id
+ * order; the (follower_id, followee_id) index serves "whom X follows". Pass a transaction instead of `db` to use
+ * these inside one.
+ */
+export function createFollowersRepository(db: Kysely<Database>) {
+  return {
+    /** Users who follow `followeeId`, in follower id order, `limit + 1` rows after `after` (keyset). */
+    listFollowers(followeeId: number, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
+      let query = db
+        .selectFrom('follows')
+        .innerJoin('users', 'users.id', 'follows.follower_id')
+        .select(USER_COLUMNS)
+        .where('follows.followee_id', '=', followeeId)
+        .orderBy('follows.follower_id', 'asc')
+        .limit(options.limit + 1);
+      if (options.after !== undefined) query = query.where('follows.follower_id', '>', options.after);
+      return query.execute();
+    },
+
+    /** Users whom `followerId` follows, in followee id order, `limit + 1` rows after `after` (keyset). */
+    listFollowing(followerId: number, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
+      let query = db
+        .selectFrom('follows')
+        .innerJoin('users', 'users.id', 'follows.followee_id')
+        .select(USER_COLUMNS)
+        .where('follows.follower_id', '=', followerId)
+        .orderBy('follows.followee_id', 'asc')
+        .limit(options.limit + 1);
+      if (options.after !== undefined) query = query.where('follows.followee_id', '>', options.after);
+      return query.execute();
+    },
+
+    /** The follower's user row, if `followerId` follows `followeeId`. */
+    findFollower(followeeId: number, followerId: number): Promise<PublicUserRow | undefined> {
+      return db
+        .selectFrom('follows')
+        .innerJoin('users', 'users.id', 'follows.follower_id')
+        .select(USER_COLUMNS)
+        .where('follows.followee_id', '=', followeeId)
+        .where('follows.follower_id', '=', followerId)
+        .executeTakeFirst();
+    },
+
+    async exists(followeeId: number, followerId: number): Promise<boolean> {
+      const row = await db
+        .selectFrom('follows')
+        .select('follower_id')
+        .where('followee_id', '=', followeeId)
+        .where('follower_id', '=', followerId)
+        .executeTakeFirst();
+      return row !== undefined;
+    },
+
+    /** Throws the driver's unique violation when the relation exists, its foreign key violation when a user is gone. */
+    async insert(followeeId: number, followerId: number, now: string): Promise<void> {
+      await db.insertInto('follows').values({ follower_id: followerId, followee_id: followeeId, created_at: now }).execute();
+    },
+
+    /** True when the relation existed and is now gone. */
+    async remove(followeeId: number, followerId: number): Promise<boolean> {
+      const result = await db
+        .deleteFrom('follows')
+        .where('followee_id', '=', followeeId)
+        .where('follower_id', '=', followerId)
+        .executeTakeFirst();
+      return result.numDeletedRows > 0n;
+    },
+
+    /**
+     * Moves both counters of one relation by `delta` with atomic `col = col ± 1` updates. The two rows are updated
+     * in ascending id order, so two transactions touching the same pair of users (A follows B while B follows A)
+     * take the row locks in the same order and cannot deadlock.
+     */
+    async adjustCounts(followeeId: number, followerId: number, delta: 1 | -1): Promise<void> {
+      const op = delta > 0 ? '+' : '-';
+      const updates = [
+        {
+          id: followeeId,
+          run: () =>
+            db
+              .updateTable('users')
+              .set((eb) => ({ follower_count: eb('follower_count', op, 1) }))
+              .where('id', '=', followeeId)
+              .execute(),
+        },
+        {
+          id: followerId,
+          run: () =>
+            db
+              .updateTable('users')
+              .set((eb) => ({ following_count: eb('following_count', op, 1) }))
+              .where('id', '=', followerId)
+              .execute(),
+        },
+      ].sort((a, b) => a.id - b.id);
+      for (const update of updates) await update.run();
+    },
+
+    /**
+     * Enters every post of `followeeId` into the home feed of `followerId` (visibility is applied when the feed is
+     * read, so all of them). `do nothing` on a clash keeps a concurrent post fan-out that already entered one of
+     * them from turning the follow into a 500.
+     */
+    async addPostsToFeed(followeeId: number, followerId: number): Promise<void> {
+      await db
+        .insertInto('feed_entries')
+        .columns(['user_id', 'post_id', 'owner_id'])
+        .expression((eb) =>
+          eb
+            .selectFrom('posts')
+            .select([eb.cast<number>(eb.val(followerId), 'bigint').as('user_id'), 'posts.id', 'posts.owner_id'])
+            .where('posts.owner_id', '=', followeeId),
+        )
+        .onConflict((oc) => oc.columns(['user_id', 'post_id']).doNothing())
+        .execute();
+    },
+
+    /** Drops every post of `followeeId` from the home feed of `followerId`. */
+    async removePostsFromFeed(followeeId: number, followerId: number): Promise<void> {
+      await db.deleteFrom('feed_entries').where('user_id', '=', followerId).where('owner_id', '=', followeeId).execute();
+    },
+  };
+}
+
+export type FollowersRepository = ReturnType<typeof createFollowersRepository>;

@@ -1,0 +1,185 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { AppError } from '../../shared/errors.js';
+import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
+import { createUsersRepository } from '../users/users.repository.js';
+import { problems, toUser } from '../users/users.routes.js';
+import { UserParamsSchema, UserSchema } from '../users/users.schemas.js';
+import { createFollowersRepository } from './followers.repository.js';
+import { FollowBodySchema, FollowerParamsSchema } from './followers.schemas.js';
+import { follow, unfollow } from './followers.service.js';
+
+const bearer = [{ bearerAuth: [] }];
+
+const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const users = createUsersRepository(app.db);
+  const follows = createFollowersRepository(app.db);
+
+  /** 404 unless the user exists (asked only when a page came back empty, so a full page costs one query). */
+  async function mustExist(id: number): Promise<void> {
+    if (!(await users.findById(id))) throw AppError.notFound('user');
+  }
+
+  app.get(
+    '/users/:user_id/followers',
+    {
+      schema: {
+        operationId: 'listFollowers',
+        tags: ['followers'],
+        summary: 'List the users who follow a user',
+        description: 'In follower id order, paginated with `limit` and `cursor`. Open to anyone.',
+        params: UserParamsSchema,
+        querystring: PageQuerySchema,
+        response: {
+          200: { description: 'A page of followers (users)', headers: PAGE_HEADERS, ...Type.Array(UserSchema) },
+          404: problems[404]('user'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const id = toId(request.params.user_id);
+      const { limit = 20, cursor } = request.query;
+      const scope = `followers|${id}`;
+      const rows = await follows.listFollowers(id, { limit, after: afterKey(request, scope, cursor) });
+      if (rows.length === 0) await mustExist(id);
+      const page = toPage(rows, limit, (r) => r.id);
+      setNextLink(request, reply, page, scope);
+      return page.items.map((r) => toUser(r, app.links));
+    },
+  );
+
+  app.post(
+    '/users/:user_id/followers',
+    {
+      schema: {
+        operationId: 'createFollower',
+        tags: ['followers'],
+        summary: 'Follow a user',
+        description:
+          'Registers `id` as a follower of the user. The follower themself or an admin. Following oneself is a 400, ' +
+          'following twice a 409. The answer is the follower, with their counters already updated. ' +
+          'Without a valid token the answer is 401 before the body is looked at.',
+        security: bearer,
+        params: UserParamsSchema,
+        body: FollowBodySchema,
+        response: {
+          201: {
+            description: 'The follower (a user); Location names the relation',
+            headers: Type.Object({ location: Type.String() }),
+            ...UserSchema,
+          },
+          400: problems[400]('Malformed request, following oneself, or an `id` that names no user'),
+          401: problems[401],
+          403: problems[403],
+          404: problems[404]('user'),
+          409: problems[409]('Already following'),
+        },
+      },
+      // Authenticate before the body is parsed and validated: an anonymous caller learns nothing about it.
+      onRequest: async (request) => {
+        await app.auth.required(request);
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.required(request);
+      const followeeId = toId(request.params.user_id);
+      const followerId = request.body.id;
+      if (!(await users.findById(followeeId))) throw AppError.notFound('user');
+      if (caller.id !== followerId && caller.role !== 'admin') {
+        throw AppError.forbidden('Only the follower themself or an admin may register a follower');
+      }
+      if (followerId === followeeId) throw AppError.badRequest('id', 'must not be the followed user: a user cannot follow themself');
+      if (followerId !== caller.id && !(await users.findById(followerId))) throw AppError.badRequest('id', 'names no user');
+      const row = await follow(app.db, followeeId, followerId);
+      reply.code(201).header('location', app.links.url(`/users/${followeeId}/followers/${followerId}`));
+      return toUser(row, app.links);
+    },
+  );
+
+  app.get(
+    '/users/:user_id/followers/:follower_id',
+    {
+      schema: {
+        operationId: 'getFollower',
+        tags: ['followers'],
+        summary: 'Read one follower',
+        description: 'The same representation as GET /users/{follower_id}, if that user follows user_id. Open to anyone.',
+        params: FollowerParamsSchema,
+        response: {
+          200: { description: 'The follower (a user)', ...UserSchema },
+          404: problems[404]('follower: the user does not follow user_id, or either user does not exist'),
+        },
+      },
+    },
+    async (request) => {
+      const row = await follows.findFollower(toId(request.params.user_id), toId(request.params.follower_id));
+      if (!row) throw AppError.notFound('follower');
+      return toUser(row, app.links);
+    },
+  );
+
+  app.delete(
+    '/users/:user_id/followers/:follower_id',
+    {
+      schema: {
+        operationId: 'deleteFollower',
+        tags: ['followers'],
+        summary: 'Unfollow: remove a follower relation',
+        description:
+          'Either of the two users or an admin. Also removes the followed user\'s posts from the follower\'s feed. ' +
+          'A relation that does not exist is a 400 (seed §7).',
+        security: bearer,
+        params: FollowerParamsSchema,
+        response: {
+          200: { description: 'Removed', ...DeletedSchema },
+          400: problems[400]('Malformed id, or no such follower relation'),
+          401: problems[401],
+          403: problems[403],
+        },
+      },
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const followeeId = toId(request.params.user_id);
+      const followerId = toId(request.params.follower_id);
+      const noSuchRelation = () => AppError.badRequest('follower_id', 'does not follow this user');
+      if (caller.id !== followeeId && caller.id !== followerId && caller.role !== 'admin') {
+        if (!(await follows.exists(followeeId, followerId))) throw noSuchRelation();
+        throw AppError.forbidden('Only either of the two users or an admin may remove a follower relation');
+      }
+      if (!(await unfollow(app.db, followeeId, followerId))) throw noSuchRelation();
+      return { deleted: 1 };
+    },
+  );
+
+  app.get(
+    '/users/:user_id/following',
+    {
+      schema: {
+        operationId: 'listFollowing',
+        tags: ['followers'],
+        summary: 'List the users a user follows',
+        description: 'In followee id order, paginated with `limit` and `cursor`. Open to anyone.',
+        params: UserParamsSchema,
+        querystring: PageQuerySchema,
+        response: {
+          200: { description: 'A page of followed users', headers: PAGE_HEADERS, ...Type.Array(UserSchema) },
+          404: problems[404]('user'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const id = toId(request.params.user_id);
+      const { limit = 20, cursor } = request.query;
+      const scope = `following|${id}`;
+      const rows = await follows.listFollowing(id, { limit, after: afterKey(request, scope, cursor) });
+      if (rows.length === 0) await mustExist(id);
+      const page = toPage(rows, limit, (r) => r.id);
+      setNextLink(request, reply, page, scope);
+      return page.items.map((r) => toUser(r, app.links));
+    },
+  );
+};
+
+export default followersRoutes;
