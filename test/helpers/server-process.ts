@@ -15,7 +15,10 @@ import { backend } from './database.js';
  */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const SERVER_ENTRY = path.join(ROOT, 'dist/src/server.js');
+/** The built server; CORKBOARD_E2E_SERVER points the tests at another build (e.g. a deliberately broken copy). */
+export const SERVER_ENTRY = process.env.CORKBOARD_E2E_SERVER
+  ? path.resolve(process.env.CORKBOARD_E2E_SERVER)
+  : path.join(ROOT, 'dist/src/server.js');
 
 /** The base of links and Locations in spawned servers: deliberately not the address the tests connect to. */
 export const E2E_PUBLIC_URL = 'http://corkboard.e2e';
