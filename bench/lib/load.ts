@@ -1,0 +1,136 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+/**
+ * One load run: wrk when installed (C, LuaJIT scripts for bodies, headers and random ids), else autocannon in a
+ * separate Node process. Either way the load generator runs pinned to its own CPU (when taskset exists), against
+ * 127.0.0.1, for a fixed time, and reports the same figures.
+ */
+
+export interface RequestSpec {
+  method: 'GET' | 'POST';
+  /** May contain `{id}`: replaced on every request by a random public post id in 1..idMax. */
+  path: string;
+  idMax?: number;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+export interface LoadResult {
+  requests: number;
+  seconds: number;
+  rps: number;
+  /** Latency percentiles in milliseconds. */
+  p50: number;
+  p99: number;
+  /** Non-2xx/3xx answers, socket errors and timeouts. */
+  errors: number;
+}
+
+export interface LoadOptions {
+  port: number;
+  seconds: number;
+  connections: number;
+  /** Command prefix that pins the generator, e.g. ['taskset', '-c', '1'] (empty when taskset is missing). */
+  pin: string[];
+  workDir: string;
+}
+
+export type LoadTool = 'wrk' | 'autocannon';
+
+const luaString = (s: string) => {
+  for (let level = 0; ; level++) {
+    const eq = '='.repeat(level);
+    if (!s.includes(`]${eq}]`)) return `[${eq}[${s}]${eq}]`;
+  }
+};
+
+/** The Lua script for one request shape; `done` prints one JSON line that the harness parses. */
+export function wrkScript(spec: RequestSpec): string {
+  const headers = Object.entries(spec.headers ?? {})
+    .map(([k, v]) => `[ ${luaString(k)} ] = ${luaString(v)}`)
+    .join(', ');
+  const lines = [
+    `local method = ${luaString(spec.method)}`,
+    `local headers = { ${headers} }`,
+    `local body = ${spec.body === undefined ? 'nil' : luaString(spec.body)}`,
+  ];
+  if (spec.path.includes('{id}')) {
+    const [prefix, suffix] = spec.path.split('{id}') as [string, string];
+    lines.push(
+      `local prefix, suffix, idmax = ${luaString(prefix)}, ${luaString(suffix)}, ${spec.idMax ?? 1}`,
+      'math.randomseed(os.time())',
+      '-- Ids that are multiples of 10 are not public posts: step to the id below.',
+      'request = function()',
+      '  local k = math.random(1, idmax)',
+      '  if k % 10 == 0 then k = k - 1 end',
+      '  return wrk.format(method, prefix .. k .. suffix, headers, body)',
+      'end',
+    );
+  } else {
+    lines.push(
+      'wrk.method = method',
+      'wrk.body = body',
+      'for k, v in pairs(headers) do wrk.headers[k] = v end',
+    );
+  }
+  lines.push(
+    'done = function(summary, latency, requests)',
+    '  local e = summary.errors',
+    '  io.write(string.format(\'BENCH_RESULT {"requests":%d,"duration_us":%d,"errors":%d,"status_errors":%d,"p50_us":%d,"p99_us":%d}\\n\',',
+    '    summary.requests, summary.duration, e.connect + e.read + e.write + e.status + e.timeout, e.status,',
+    '    latency:percentile(50), latency:percentile(99)))',
+    'end',
+  );
+  return lines.join('\n') + '\n';
+}
+
+function capture(command: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+let scriptCounter = 0;
+
+export async function runLoad(tool: LoadTool, spec: RequestSpec, options: LoadOptions): Promise<LoadResult> {
+  const pathOnly = spec.path.replace('{id}', '1');
+  const url = `http://127.0.0.1:${options.port}${pathOnly}`;
+  if (tool === 'wrk') {
+    const script = path.join(options.workDir, `load-${process.pid}-${scriptCounter++}.lua`);
+    fs.writeFileSync(script, wrkScript(spec));
+    try {
+      const args = ['-t1', `-c${options.connections}`, `-d${options.seconds}s`, '--timeout', '5s', '-s', script, url];
+      const argv = [...options.pin, 'wrk', ...args];
+      const { code, stdout, stderr } = await capture(argv[0] as string, argv.slice(1));
+      const line = stdout.split('\n').find((l) => l.startsWith('BENCH_RESULT '));
+      if (code !== 0 || !line) throw new Error(`wrk failed (exit ${code}): ${stderr || stdout}`);
+      const r = JSON.parse(line.slice('BENCH_RESULT '.length)) as {
+        requests: number;
+        duration_us: number;
+        errors: number;
+        p50_us: number;
+        p99_us: number;
+      };
+      const seconds = r.duration_us / 1e6;
+      return { requests: r.requests, seconds, rps: r.requests / seconds, p50: r.p50_us / 1000, p99: r.p99_us / 1000, errors: r.errors };
+    } finally {
+      fs.rmSync(script, { force: true });
+    }
+  }
+  const worker = path.join(path.dirname(new URL(import.meta.url).pathname), 'autocannon-worker.ts');
+  const tsx = path.resolve('node_modules/.bin/tsx');
+  const job = JSON.stringify({ url: `http://127.0.0.1:${options.port}`, spec, seconds: options.seconds, connections: options.connections });
+  const argv = [...options.pin, tsx, worker, job];
+  const { code, stdout, stderr } = await capture(argv[0] as string, argv.slice(1));
+  const line = stdout.split('\n').find((l) => l.startsWith('BENCH_RESULT '));
+  if (code !== 0 || !line) throw new Error(`autocannon failed (exit ${code}): ${stderr || stdout}`);
+  return JSON.parse(line.slice('BENCH_RESULT '.length)) as LoadResult;
+}

@@ -1,0 +1,149 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+
+/** A server under test: one process, pinned to the server CPU, with its resident memory sampled on demand. */
+export interface ServerProcess {
+  name: string;
+  port: number;
+  pid: number;
+  /** Starts recording the maximum RSS; `stop` returns it in MB. */
+  sampleRss(): { stop(): number };
+  /** Current RSS in MB. */
+  rss(): number;
+  stop(): Promise<void>;
+  output(): string;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function readRssMb(pid: number): number {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const match = /VmRSS:\s+(\d+) kB/.exec(status);
+    return match ? Number(match[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+export interface StartOptions {
+  name: string;
+  command: string[];
+  env: Record<string, string>;
+  port: number;
+  /** e.g. ['taskset', '-c', '0']; empty when taskset is missing. */
+  pin: string[];
+  /** A path that answers once the server is ready (any HTTP status counts). */
+  readyPath: string;
+}
+
+export async function startServer(options: StartOptions): Promise<ServerProcess> {
+  const argv = [...options.pin, ...options.command];
+  const command = argv[0] as string;
+  const args = argv.slice(1);
+  // taskset execs the program, so the child's pid is the server's own pid.
+  const child: ChildProcess = spawn(command, args, {
+    env: { ...process.env, ...options.env, PORT: String(options.port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  const keep = (d: Buffer) => {
+    log = (log + d.toString()).slice(-20_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  let exited = false;
+  const exit = new Promise<void>((resolve) =>
+    child.on('exit', () => {
+      exited = true;
+      resolve();
+    }),
+  );
+  const pid = child.pid;
+  if (pid === undefined) throw new Error(`${options.name}: could not start ${command}`);
+
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (exited) throw new Error(`${options.name} exited during start-up:\n${log}`);
+    try {
+      await fetch(`http://127.0.0.1:${options.port}${options.readyPath}`);
+      break;
+    } catch {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`${options.name} did not answer within 60 s:\n${log}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  return {
+    name: options.name,
+    port: options.port,
+    pid,
+    rss: () => readRssMb(pid),
+    sampleRss() {
+      let max = readRssMb(pid);
+      const timer = setInterval(() => {
+        max = Math.max(max, readRssMb(pid));
+      }, 200);
+      return {
+        stop() {
+          clearInterval(timer);
+          return Math.max(max, readRssMb(pid));
+        },
+      };
+    },
+    async stop() {
+      if (exited) return;
+      child.kill('SIGTERM');
+      const timeout = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 15_000).unref());
+      if ((await Promise.race([exit, timeout])) === 'timeout') {
+        child.kill('SIGKILL');
+        await exit;
+      }
+    },
+    output: () => log,
+  };
+}
+
+/** Runs a command to completion, inheriting stdio; throws on a non-zero exit. */
+export function run(command: string, args: string[], options: { env?: Record<string, string>; quiet?: boolean } = {}): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      env: { ...process.env, ...options.env },
+      stdio: options.quiet ? ['ignore', 'pipe', 'pipe'] : 'inherit',
+    });
+    let out = '';
+    child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${command} ${args.join(' ')} exited ${code}\n${out}`))));
+  });
+}
+
+/** The path of a program on PATH, if any. */
+export function which(program: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    const candidate = `${dir}/${program}`;
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,121 @@
+import { RSS_LIMIT_MB, type Scenario, type TargetSpec } from './scenarios.js';
+import type { LoadResult } from './load.js';
+import type { SeedResult } from './seed.js';
+
+export interface ScenarioResult {
+  key: string;
+  title: string;
+  target: Scenario['target'];
+  method: string;
+  path: string;
+  runs: LoadResult[];
+  /** Medians over the measured runs. */
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  rssMaxMb: number;
+  versus?: string;
+  ratio?: number;
+}
+
+export interface TargetResult extends TargetSpec {
+  ratio: number;
+  pass: boolean;
+}
+
+export interface Report {
+  meta: Record<string, unknown>;
+  seeding: Omit<SeedResult, 'tokens' | 'cursorSecret'>;
+  scenarios: ScenarioResult[];
+  targets: TargetResult[];
+  rss: { limitMb: number; maxMb: number; pass: boolean };
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  if (sorted.length === 0) return Number.NaN;
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+export function summarise(scenario: Scenario, runs: LoadResult[], rssMaxMb: number): ScenarioResult {
+  return {
+    key: scenario.key,
+    title: scenario.title,
+    target: scenario.target,
+    method: scenario.spec.method,
+    path: scenario.spec.path,
+    runs,
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    errors: runs.reduce((sum, r) => sum + r.errors, 0),
+    rssMaxMb,
+    ...(scenario.versus ? { versus: scenario.versus } : {}),
+  };
+}
+
+export function addRatios(results: ScenarioResult[]): void {
+  const byKey = new Map(results.map((r) => [r.key, r]));
+  for (const r of results) {
+    const base = r.versus ? byKey.get(r.versus) : undefined;
+    if (base) r.ratio = r.rps / base.rps;
+  }
+}
+
+export function evaluate(results: ScenarioResult[], specs: TargetSpec[]): TargetResult[] {
+  const byKey = new Map(results.map((r) => [r.key, r]));
+  return specs.flatMap((spec) => {
+    const a = byKey.get(spec.scenario);
+    const b = byKey.get(spec.baseline);
+    if (!a || !b) return [];
+    const ratio = a.rps / b.rps;
+    return [{ ...spec, ratio, pass: ratio >= spec.min && a.errors === 0 && b.errors === 0 }];
+  });
+}
+
+const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+function pad(rows: string[][]): string {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ')).join('\n');
+}
+
+export function textTable(report: Report): string {
+  const rows = [['scenario', 'req/s', 'p50 ms', 'p99 ms', 'ratio', 'vs', 'RSS MB', 'errors']];
+  for (const r of report.scenarios) {
+    rows.push([r.key, fmt(r.rps), fmt(r.p50, 2), fmt(r.p99, 2), r.ratio === undefined ? '' : fmt(r.ratio, 2), r.versus ?? '', fmt(r.rssMaxMb), String(r.errors)]);
+  }
+  const targets = [['target', 'ratio', 'min', 'result']];
+  for (const t of report.targets) targets.push([t.title, fmt(t.ratio, 2), fmt(t.min, 2), t.pass ? 'PASS' : 'MISS']);
+  targets.push([`corkboard RSS ≤ ${report.rss.limitMb} MB in every scenario`, `${fmt(report.rss.maxMb)} MB`, '', report.rss.pass ? 'PASS' : 'MISS']);
+  return `${pad(rows)}\n\n${pad(targets)}\n`;
+}
+
+export function markdown(report: Report): string {
+  const m = report.meta;
+  const lines = [
+    `# Benchmark: ${String(m.backend)}, ${String(m.date)}`,
+    '',
+    `${fmt(Number(m.users))} users, ${fmt(Number(m.posts))} posts, ${fmt(Number(report.seeding.rows.feed_entries ?? 0))} feed entries, ` +
+      `${fmt(Number(m.boards))} boards; seeded in ${fmt(report.seeding.seconds, 1)} s. ` +
+      `Load: ${String(m.loadTool)}, ${String(m.connections)} connections, ${String(m.runs)} × ${String(m.duration)} s per scenario ` +
+      `after ${String(m.warmup)} s warm-up; medians. Server pinned to CPU ${String(m.serverCpu)}, load generator to CPU ${String(m.loadCpu)}. ` +
+      `${String(m.cpuModel)}, ${String(m.cpus)} CPUs, Node ${String(m.node)}, commit ${String(m.commit)}.`,
+    '',
+    '| scenario | req/s | p50 ms | p99 ms | ratio | vs | RSS MB | errors |',
+    '|---|---:|---:|---:|---:|---|---:|---:|',
+    ...report.scenarios.map(
+      (r) =>
+        `| ${r.title} | ${fmt(r.rps)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.ratio === undefined ? '' : fmt(r.ratio, 2)} | ${r.versus ?? ''} | ${fmt(r.rssMaxMb)} | ${r.errors} |`,
+    ),
+    '',
+    '| target | ratio | result |',
+    '|---|---:|---|',
+    ...report.targets.map((t) => `| ${t.title} | ${fmt(t.ratio, 2)} | ${t.pass ? 'pass' : '**miss**'} |`),
+    `| corkboard RSS ≤ ${RSS_LIMIT_MB} MB in every scenario | ${fmt(report.rss.maxMb)} MB | ${report.rss.pass ? 'pass' : '**miss**'} |`,
+    '',
+  ];
+  return lines.join('\n');
+}

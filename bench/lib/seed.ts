@@ -1,0 +1,308 @@
+import { randomBytes } from 'node:crypto';
+import SQLite from 'better-sqlite3';
+import pg from 'pg';
+import { createDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { hashToken, newTokenSecret } from '../../src/modules/tokens/tokens.repository.js';
+import { hashPassword } from '../../src/shared/passwords.js';
+import { count, feedOf, textPool, visibilityOf, type Dataset } from './dataset.js';
+
+/**
+ * Writes a Dataset into a freshly migrated database, producing exactly the rows the API would have produced had
+ * the same users signed up, followed, posted and pinned boards through it: correct counters, one feed entry per
+ * (follower, post of the followee) for every follow, a cursor-signing secret, and bearer tokens for the scenarios.
+ *
+ * Speed comes from bulk writes (SQLite: prepared statements in large transactions; PostgreSQL: multi-row
+ * INSERT … SELECT FROM unnest(arrays)), from writing rows in primary-key order, and from building the secondary
+ * indexes once at the end: they are dropped after the migration and re-created from their own stored definitions,
+ * so the schema ends identical to what the migration made.
+ */
+
+export interface Tokens {
+  feed: string;
+  author: string;
+  reader: string;
+}
+
+export interface SeedResult {
+  seconds: number;
+  phases: Record<string, number>;
+  rows: Record<string, number>;
+  tokens: Tokens;
+  cursorSecret: string;
+}
+
+type Row = unknown[];
+
+interface TableSpec {
+  name: string;
+  columns: string[];
+  /** PostgreSQL element types for unnest(). */
+  pgTypes: string[];
+}
+
+const TABLES = {
+  users: {
+    name: 'users',
+    columns: ['id', 'username', 'username_key', 'display_name', 'bio', 'role', 'password_hash', 'follower_count',
+      'following_count', 'post_count', 'created_at', 'updated_at'],
+    pgTypes: ['int8', 'text', 'text', 'text', 'text', 'text', 'text', 'int4', 'int4', 'int4', 'timestamptz', 'timestamptz'],
+  },
+  tokens: {
+    name: 'tokens',
+    columns: ['id', 'user_id', 'token_hash', 'created_at', 'expires_at'],
+    pgTypes: ['int8', 'int8', 'text', 'timestamptz', 'timestamptz'],
+  },
+  follows: {
+    name: 'follows',
+    columns: ['follower_id', 'followee_id', 'created_at'],
+    pgTypes: ['int8', 'int8', 'timestamptz'],
+  },
+  posts: {
+    name: 'posts',
+    columns: ['id', 'owner_id', 'title', 'content', 'visibility', 'reply_count', 'recommend_count', 'created_at', 'updated_at'],
+    pgTypes: ['int8', 'int8', 'text', 'text', 'text', 'int4', 'int4', 'timestamptz', 'timestamptz'],
+  },
+  feed_entries: {
+    name: 'feed_entries',
+    columns: ['user_id', 'post_id', 'owner_id'],
+    pgTypes: ['int8', 'int8', 'int8'],
+  },
+  boards: {
+    name: 'boards',
+    columns: ['id', 'author_id', 'title', 'content', 'created_at', 'updated_at'],
+    pgTypes: ['int8', 'int8', 'text', 'text', 'timestamptz', 'timestamptz'],
+  },
+  settings: { name: 'settings', columns: ['key', 'value'], pgTypes: ['text', 'text'] },
+} satisfies Record<string, TableSpec>;
+
+/** Tables whose secondary indexes are built after the load rather than maintained row by row. */
+const BULK_TABLES = ['follows', 'posts', 'feed_entries', 'boards'];
+
+interface Target {
+  write(table: TableSpec, rows: Iterable<Row>): Promise<number>;
+  dropSecondaryIndexes(tables: string[]): Promise<string[]>;
+  run(statements: string[]): Promise<void>;
+  finish(): Promise<void>;
+}
+
+// Fixed instants keep the data deterministic: users sign up, then follow, then post (one post a second).
+const USERS_AT = Date.UTC(2026, 0, 1);
+const FOLLOWS_AT = Date.UTC(2026, 0, 15);
+const POSTS_AT = Date.UTC(2026, 1, 1);
+const BOARDS_AT = Date.UTC(2026, 1, 1, 12);
+const iso = (ms: number) => new Date(ms).toISOString();
+
+async function seed(data: Dataset, target: Target, log: (line: string) => void): Promise<SeedResult> {
+  const started = performance.now();
+  const phases: Record<string, number> = {};
+  const rows: Record<string, number> = {};
+  let mark = performance.now();
+  const phase = (name: string) => {
+    const now = performance.now();
+    phases[name] = Math.round(now - mark) / 1000;
+    mark = now;
+    log(`  ${name.padEnd(16)} ${phases[name]?.toFixed(1)} s`);
+  };
+  const { users, posts, boards } = data.options;
+
+  // One slow hash, at a low cost, shared by every user: they can all sign in with the same password.
+  const passwordHash = await hashPassword('benchmark-password', 1024);
+  const dropped = await target.dropSecondaryIndexes(BULK_TABLES);
+  phase('prepare');
+
+  rows.users = await target.write(TABLES.users, (function* () {
+    for (let u = 1; u <= users; u++) {
+      const at = iso(USERS_AT + u * 1000);
+      yield [u, `user${u}`, `user${u}`, `User ${u}`, '', 'member', passwordHash, count(data.followerOffsets, u),
+        count(data.followOffsets, u), count(data.ownerOffsets, u), at, at];
+    }
+  })());
+  phase('users');
+
+  const now = Date.now();
+  const tokens: Tokens = { feed: newTokenSecret(), author: newTokenSecret(), reader: newTokenSecret() };
+  const tokenRows: Row[] = [
+    [1, data.feedUser, hashToken(tokens.feed), iso(now), iso(now + 7 * 24 * 3600 * 1000)],
+    [2, data.author, hashToken(tokens.author), iso(now), iso(now + 7 * 24 * 3600 * 1000)],
+    [3, data.reader, hashToken(tokens.reader), iso(now), iso(now + 7 * 24 * 3600 * 1000)],
+  ];
+  rows.tokens = await target.write(TABLES.tokens, tokenRows);
+  const cursorSecret = randomBytes(32).toString('base64url');
+  await target.write(TABLES.settings, [['cursor_secret', cursorSecret]]);
+
+  // follows in primary-key order (followee_id, follower_id).
+  rows.follows = await target.write(TABLES.follows, (function* () {
+    const at = iso(FOLLOWS_AT);
+    for (let v = 1; v <= users; v++) {
+      for (let i = data.followerOffsets[v] as number; i < (data.followerOffsets[v + 1] as number); i++) {
+        yield [data.followers[i], v, at];
+      }
+    }
+  })());
+  phase('follows');
+
+  const titles = textPool(data.options.seed + 1, 4096, 2, 9, true);
+  const contents = textPool(data.options.seed + 2, 4096, 12, 90, true);
+  const pickText = (pool: string[], id: number) => pool[Math.imul(id, 2654435761) >>> 20] as string;
+  rows.posts = await target.write(TABLES.posts, (function* () {
+    for (let p = 1; p <= posts; p++) {
+      const at = iso(POSTS_AT + p * 1000);
+      yield [p, data.postOwner[p], pickText(titles, p), pickText(contents, p), visibilityOf(p), 0, 0, at, at];
+    }
+  })());
+  phase('posts');
+
+  // Every follower gets every post of every user they follow (what POST /users/{id}/followers and
+  // POST /users/{id}/posts do at write time), in primary-key order (user_id, post_id).
+  rows.feed_entries = await target.write(TABLES.feed_entries, (function* () {
+    for (let u = 1; u <= users; u++) {
+      for (const p of feedOf(data, u)) yield [u, p, data.postOwner[p]];
+    }
+  })());
+  phase('feed_entries');
+
+  rows.boards = await target.write(TABLES.boards, (function* () {
+    for (let b = 1; b <= boards; b++) {
+      const at = iso(BOARDS_AT + b * 1000);
+      yield [b, data.boardAuthor[b], pickText(titles, b + 7), pickText(contents, b + 11), at, at];
+    }
+  })());
+  phase('boards');
+
+  await target.run(dropped);
+  phase('indexes');
+  await target.finish();
+  phase('finish');
+  return { seconds: Math.round(performance.now() - started) / 1000, phases, rows, tokens, cursorSecret };
+}
+
+/** Creates (or replaces) the SQLite database `file` and fills it. */
+export async function seedSqlite(file: string, data: Dataset, log: (line: string) => void): Promise<SeedResult> {
+  const handle = createDatabase(`sqlite:${file}`);
+  await migrateToLatest(handle.db);
+  await handle.destroy();
+
+  const db = new SQLite(file);
+  // A throw-away load: journal in memory, no fsync, no per-row foreign-key checks (the generator only makes valid
+  // references), a large page cache. The database is switched back to WAL (the app's mode) at the end.
+  db.pragma('journal_mode = DELETE');
+  db.pragma('journal_mode = MEMORY');
+  db.pragma('synchronous = OFF');
+  db.pragma('foreign_keys = OFF');
+  db.pragma('cache_size = -1048576');
+  db.pragma('temp_store = MEMORY');
+  db.pragma('threads = 2');
+  const BATCH = 200_000;
+  const target: Target = {
+    async write(table, rows) {
+      // Multi-row INSERTs (PER_STATEMENT rows each) cut the per-row cost of crossing into the native binding.
+      const tuple = `(${table.columns.map(() => '?').join(', ')})`;
+      const insert = (k: number) =>
+        db.prepare(`INSERT INTO ${table.name} (${table.columns.join(', ')}) VALUES ${Array(k).fill(tuple).join(', ')}`);
+      const PER_STATEMENT = 256;
+      const many = insert(PER_STATEMENT);
+      const one = insert(1);
+      const width = table.columns.length;
+      const params: unknown[] = new Array(width * PER_STATEMENT);
+      let buffered = 0;
+      let n = 0;
+      db.exec('BEGIN');
+      for (const row of rows) {
+        for (let i = 0; i < width; i++) params[buffered * width + i] = row[i];
+        buffered++;
+        n++;
+        if (buffered === PER_STATEMENT) {
+          many.run(params);
+          buffered = 0;
+        }
+        if (n % BATCH === 0) {
+          db.exec('COMMIT');
+          db.exec('BEGIN');
+        }
+      }
+      for (let r = 0; r < buffered; r++) one.run(params.slice(r * width, (r + 1) * width));
+      db.exec('COMMIT');
+      return n;
+    },
+    async dropSecondaryIndexes(tables) {
+      const indexes = db
+        .prepare(
+          `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN (${tables.map(() => '?').join(', ')})`,
+        )
+        .all(...tables) as { name: string; sql: string }[];
+      for (const index of indexes) db.exec(`DROP INDEX ${index.name}`);
+      return indexes.map((i) => i.sql);
+    },
+    async run(statements) {
+      for (const statement of statements) db.exec(statement);
+    },
+    async finish() {
+      db.pragma('journal_mode = WAL');
+      db.close();
+    },
+  };
+  return seed(data, target, log);
+}
+
+/** Fills the (new, empty) PostgreSQL database at `url`. */
+export async function seedPostgres(url: string, data: Dataset, log: (line: string) => void): Promise<SeedResult> {
+  const handle = createDatabase(url);
+  await migrateToLatest(handle.db);
+  await handle.destroy();
+
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  // A bulk load into a fresh benchmark database: foreign-key triggers off for this session only (the generator
+  // only makes valid references), and no waiting for the WAL flush on each batch.
+  await client.query('SET session_replication_role = replica');
+  await client.query('SET synchronous_commit = off');
+  await client.query("SET maintenance_work_mem = '512MB'");
+  const target: Target = {
+    async write(table, rows) {
+      const batch = table.name === 'posts' || table.name === 'boards' ? 10_000 : 50_000;
+      const text =
+        `INSERT INTO ${table.name} (${table.columns.join(', ')}) ` +
+        `SELECT * FROM unnest(${table.pgTypes.map((t, i) => `$${i + 1}::${t}[]`).join(', ')})`;
+      let columns: unknown[][] = table.columns.map(() => []);
+      let n = 0;
+      const flush = async () => {
+        if ((columns[0] as unknown[]).length === 0) return;
+        await client.query(text, columns);
+        columns = table.columns.map(() => []);
+      };
+      for (const row of rows) {
+        for (let i = 0; i < row.length; i++) (columns[i] as unknown[]).push(row[i]);
+        if (++n % batch === 0) await flush();
+      }
+      await flush();
+      return n;
+    },
+    async dropSecondaryIndexes(tables) {
+      const { rows } = await client.query<{ indexname: string; indexdef: string }>(
+        `SELECT indexname, indexdef FROM pg_indexes
+          WHERE schemaname = current_schema() AND tablename = ANY($1)
+            AND indexname NOT IN (SELECT conname FROM pg_constraint)`,
+        [tables],
+      );
+      for (const index of rows) await client.query(`DROP INDEX ${index.indexname}`);
+      return rows.map((r) => r.indexdef);
+    },
+    async run(statements) {
+      for (const statement of statements) await client.query(statement);
+    },
+    async finish() {
+      // Identity columns were given explicit ids: move their sequences past them, as the API's inserts would have.
+      for (const table of ['users', 'tokens', 'posts', 'boards']) {
+        await client.query(
+          `SELECT setval(pg_get_serial_sequence('${table}', 'id'), (SELECT COALESCE(MAX(id), 0) + 1 FROM ${table}), false)`,
+        );
+      }
+      // What autovacuum would have done by the time a database of this size is serving: statistics and a
+      // visibility map (index-only scans).
+      await client.query('VACUUM ANALYZE');
+      await client.end();
+    },
+  };
+  return seed(data, target, log);
+}

@@ -1,0 +1,355 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { createCursorCodec } from '../src/shared/pagination.js';
+import { generateDataset } from './lib/dataset.js';
+import { runLoad, type LoadResult, type LoadTool, type RequestSpec } from './lib/load.js';
+import { freePort, run, startServer, which, type ServerProcess } from './lib/process.js';
+import { addRatios, evaluate, markdown, summarise, textTable, type Report, type ScenarioResult } from './lib/report.js';
+import { RSS_LIMIT_MB, scenarios as allScenarios, targets, type Backend, type Scenario } from './lib/scenarios.js';
+import { seedPostgres, seedSqlite, type SeedResult } from './lib/seed.js';
+
+/**
+ * `npm run bench [-- options]`: builds, seeds a database of the chosen size, starts corkboard and the baselines
+ * (each pinned to CPU 0), and loads them in rounds from CPU 1: every scenario once per round, so that drift in a
+ * noisy machine spreads over all of them. Reports medians, ratios to baselines from the same run, and the
+ * server's peak RSS. See bench/README.md.
+ */
+
+const HELP = `Usage: npm run bench -- [options]
+  --backend sqlite|postgres   database under test (default sqlite)
+  --users N --posts N         data size (default 100000 users, 1000000 posts)
+  --boards N                  boards on the bulletin board (default 100000)
+  --follows N                 mean number of users an ordinary user follows (default 10)
+  --runs N                    measured runs per scenario (default 3, at least 3 for the targets)
+  --duration S --warmup S     seconds per run, seconds of warm-up per scenario (default 10 and 5)
+  --connections N             concurrent connections (default 50)
+  --quick                     smoke run: 2000 users, 20000 posts, 1 s runs (under a minute)
+  --scenarios a,b,...         only these scenario keys (their baselines are added)
+  --tool wrk|autocannon       load generator (default: wrk when installed)
+  --profile                   write a V8 CPU profile of corkboard to bench/.work/profiles
+  --pg-url URL                PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres)
+  --out DIR                   results directory (default bench/results; bench/.work/results with --quick)
+  --keep                      keep the seeded databases
+  --no-build                  skip npm run build
+  --seed N                    data generator seed (default 42)`;
+
+const { values: args } = parseArgs({
+  options: {
+    backend: { type: 'string', default: 'sqlite' },
+    users: { type: 'string' },
+    posts: { type: 'string' },
+    boards: { type: 'string' },
+    follows: { type: 'string', default: '10' },
+    runs: { type: 'string' },
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    connections: { type: 'string', default: '50' },
+    quick: { type: 'boolean', default: false },
+    scenarios: { type: 'string' },
+    tool: { type: 'string' },
+    profile: { type: 'boolean', default: false },
+    'pg-url': { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
+    out: { type: 'string' },
+    keep: { type: 'boolean', default: false },
+    'no-build': { type: 'boolean', default: false },
+    seed: { type: 'string', default: '42' },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (args.help) {
+  process.stdout.write(`${HELP}\n`);
+  process.exit(0);
+}
+
+function int(name: string, raw: string | undefined, fallback: number, min = 1): number {
+  if (raw === undefined) return fallback;
+  const n = Number(raw.replace(/_/g, ''));
+  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer ≥ ${min}, got "${raw}"`);
+  return n;
+}
+
+const quick = args.quick;
+if (args.backend !== 'sqlite' && args.backend !== 'postgres') throw new Error('--backend must be sqlite or postgres');
+const backend: Backend = args.backend;
+const sizes = {
+  users: int('users', args.users, quick ? 2_000 : 100_000, 20),
+  posts: int('posts', args.posts, quick ? 20_000 : 1_000_000, 2_000),
+  boards: int('boards', args.boards, quick ? 2_000 : 100_000, 40),
+};
+const runs = int('runs', args.runs, 3);
+const duration = int('duration', args.duration, quick ? 1 : 10);
+const warmup = int('warmup', args.warmup, quick ? 1 : 5, 0);
+const connections = int('connections', args.connections, 50);
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+process.chdir(root);
+const work = path.join(root, 'bench/.work', `run-${backend}-${process.pid}`);
+const outDir = path.resolve(args.out ?? (quick ? 'bench/.work/results' : 'bench/results'));
+
+const log = (line: string) => process.stdout.write(`${line}\n`);
+
+async function pgAdmin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: args['pg-url'] });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+const dbUrl = (name: string) => {
+  const url = new URL(args['pg-url']);
+  url.pathname = `/${name}`;
+  return url.toString();
+};
+
+async function main(): Promise<void> {
+  const tasksetPath = which('taskset');
+  const cpus = os.cpus().length;
+  const pinServer = tasksetPath && cpus >= 2 ? ['taskset', '-c', '0'] : [];
+  const pinLoad = tasksetPath && cpus >= 2 ? ['taskset', '-c', '1'] : [];
+  const tool: LoadTool = args.tool === 'autocannon' || args.tool === 'wrk' ? args.tool : which('wrk') ? 'wrk' : 'autocannon';
+  if (tool === 'wrk' && !which('wrk')) throw new Error('--tool wrk: wrk is not installed (apt-get install wrk)');
+  log(`corkboard benchmark: ${backend}, ${sizes.users} users, ${sizes.posts} posts, ${sizes.boards} boards; ` +
+    `${tool}, ${connections} connections, ${runs} × ${duration} s (+${warmup} s warm-up)` +
+    (pinServer.length ? '; server on CPU 0, load on CPU 1' : '; taskset unavailable or one CPU: not pinned'));
+
+  if (!args['no-build']) {
+    log('building…');
+    await run('npm', ['run', 'build', '--silent']);
+  }
+  await run(path.join(root, 'node_modules/.bin/tsc'), ['-p', 'bench/tsconfig.build.json']);
+
+  fs.mkdirSync(work, { recursive: true });
+  const servers: ServerProcess[] = [];
+  const cleanups: (() => Promise<void>)[] = [];
+  try {
+    // ---- seed ----
+    const data = generateDataset({
+      ...sizes,
+      followsPerUser: int('follows', args.follows, 10, 0),
+      feedFollows: 1_000,
+      authorFollowers: 10,
+      seed: int('seed', args.seed, 42, 0),
+    });
+    log(`seeding ${backend} (${data.feedEntryCount.toLocaleString('en-US')} feed entries)…`);
+    let seeded: SeedResult;
+    let corkboardUrl: string;
+    let baselineEnv: Record<string, string>;
+    if (backend === 'sqlite') {
+      const file = path.join(work, 'corkboard.db');
+      seeded = await seedSqlite(file, data, log);
+      const copy = path.join(work, 'baseline.db');
+      fs.copyFileSync(file, copy);
+      corkboardUrl = `sqlite:${file}`;
+      baselineEnv = { DATABASE_FILE: copy };
+      if (!args.keep) cleanups.push(async () => fs.rmSync(work, { recursive: true, force: true }));
+    } else {
+      const name = `corkboard_bench_${process.pid}`;
+      await pgAdmin(async (c) => {
+        await c.query(`DROP DATABASE IF EXISTS ${name}_baseline`);
+        await c.query(`DROP DATABASE IF EXISTS ${name}`);
+        await c.query(`CREATE DATABASE ${name}`);
+      });
+      if (!args.keep) {
+        cleanups.push(() =>
+          pgAdmin(async (c) => {
+            await c.query(`DROP DATABASE IF EXISTS ${name}_baseline WITH (FORCE)`);
+            await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+          }),
+        );
+        cleanups.push(async () => fs.rmSync(work, { recursive: true, force: true }));
+      }
+      seeded = await seedPostgres(dbUrl(name), data, log);
+      await pgAdmin((c) => c.query(`CREATE DATABASE ${name}_baseline TEMPLATE ${name}`));
+      corkboardUrl = dbUrl(name);
+      baselineEnv = { DATABASE_URL: dbUrl(`${name}_baseline`) };
+    }
+    log(`seeded in ${seeded.seconds.toFixed(1)} s`);
+
+    // ---- servers ----
+    const profileDir = path.join(root, 'bench/.work/profiles');
+    if (args.profile) fs.mkdirSync(profileDir, { recursive: true });
+    const corkboard = await startServer({
+      name: 'corkboard',
+      command: ['node', ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), 'dist/src/server.js'],
+      env: { DATABASE_URL: corkboardUrl, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1' },
+      port: await freePort(),
+      pin: pinServer,
+      readyPath: '/health',
+    });
+    servers.push(corkboard);
+    const constant = await startServer({
+      name: 'baseline-constant',
+      command: ['node', 'bench/.work/dist/baselines/constant.js'],
+      env: {},
+      port: await freePort(),
+      pin: pinServer,
+      readyPath: '/',
+    });
+    servers.push(constant);
+    const database = await startServer({
+      name: `baseline-${backend}`,
+      command: ['node', `bench/.work/dist/baselines/${backend}.js`],
+      env: baselineEnv,
+      port: await freePort(),
+      pin: pinServer,
+      readyPath: '/',
+    });
+    servers.push(database);
+    const serverOf = { corkboard, constant, database };
+
+    // ---- scenarios ----
+    const deepKey = Math.min(1_000, Math.floor(sizes.posts / 2)) + 1;
+    let list = allScenarios({
+      backend,
+      posts: sizes.posts,
+      boards: sizes.boards,
+      feedUser: data.feedUser,
+      author: data.author,
+      tokens: seeded.tokens,
+      deepCursor: createCursorCodec(seeded.cursorSecret).encode('posts', deepKey),
+    });
+    if (args.scenarios) {
+      // The named scenarios, every baseline, and whatever their ratios are taken against.
+      const wanted = new Set(args.scenarios.split(',').map((s) => s.trim()));
+      for (const s of list) if (s.target !== 'corkboard') wanted.add(s.key);
+      for (let grew = true; grew; ) {
+        grew = false;
+        for (const s of list) {
+          if (wanted.has(s.key) && s.versus && !wanted.has(s.versus)) {
+            wanted.add(s.versus);
+            grew = true;
+          }
+        }
+      }
+      list = list.filter((s) => wanted.has(s.key));
+    }
+
+    for (const scenario of list) await sanityCheck(scenario, serverOf[scenario.target].port);
+    log('all scenarios answer as expected');
+
+    const loadOptions = (port: number, seconds: number) => ({ port, seconds, connections, pin: pinLoad, workDir: work });
+    const rssMax = new Map<string, number>();
+    const measured = new Map<string, LoadResult[]>();
+    const load = async (scenario: Scenario, seconds: number) => {
+      const server = serverOf[scenario.target];
+      const sampler = server.sampleRss();
+      try {
+        return await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
+      } finally {
+        rssMax.set(scenario.key, Math.max(rssMax.get(scenario.key) ?? 0, sampler.stop()));
+      }
+    };
+    if (warmup > 0) {
+      log(`warming up (${warmup} s per scenario)…`);
+      for (const scenario of list) await load(scenario, warmup);
+    }
+    for (let round = 1; round <= runs; round++) {
+      log(`round ${round}/${runs}`);
+      for (const scenario of list) {
+        const result = await load(scenario, duration);
+        measured.set(scenario.key, [...(measured.get(scenario.key) ?? []), result]);
+        log(`  ${scenario.key.padEnd(26)} ${Math.round(result.rps).toString().padStart(7)} req/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms` +
+          `${result.errors ? `  ERRORS ${result.errors}` : ''}`);
+      }
+    }
+
+    // ---- report ----
+    const results: ScenarioResult[] = list.map((s) => summarise(s, measured.get(s.key) ?? [], rssMax.get(s.key) ?? 0));
+    addRatios(results);
+    const rssCorkboard = Math.max(...results.filter((r) => r.target === 'corkboard').map((r) => r.rssMaxMb), 0);
+    const date = new Date().toISOString().slice(0, 10);
+    const { tokens: _tokens, cursorSecret: _secret, ...seeding } = seeded;
+    const report: Report = {
+      meta: {
+        backend,
+        date,
+        startedAt: new Date().toISOString(),
+        commit: gitCommit(),
+        node: process.versions.node,
+        cpuModel: os.cpus()[0]?.model.trim() ?? 'unknown',
+        cpus,
+        memoryGb: Math.round(os.totalmem() / 2 ** 30),
+        loadTool: tool === 'wrk' ? toolVersion() : 'autocannon',
+        taskset: pinServer.length > 0,
+        serverCpu: pinServer.length ? 0 : 'any',
+        loadCpu: pinLoad.length ? 1 : 'any',
+        ...sizes,
+        followsPerUser: data.options.followsPerUser,
+        feedFollows: data.options.feedFollows,
+        authorFollowers: data.options.authorFollowers,
+        runs,
+        duration,
+        warmup,
+        connections,
+        quick,
+        idleRssMb: Object.fromEntries(servers.map((s) => [s.name, Math.round(s.rss())])),
+      },
+      seeding,
+      scenarios: results,
+      targets: evaluate(results, targets(backend)),
+      rss: { limitMb: RSS_LIMIT_MB, maxMb: rssCorkboard, pass: rssCorkboard <= RSS_LIMIT_MB },
+    };
+    log('');
+    log(textTable(report));
+    fs.mkdirSync(outDir, { recursive: true });
+    const base = path.join(outDir, `${date}-${backend}${quick ? '-quick' : ''}`);
+    fs.writeFileSync(`${base}.json`, `${JSON.stringify(report, null, 2)}\n`);
+    fs.writeFileSync(`${base}.md`, markdown(report));
+    log(`written ${path.relative(root, base)}.json and .md`);
+  } finally {
+    for (const server of servers) await server.stop();
+    for (const cleanup of cleanups.reverse()) await cleanup().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
+  }
+}
+
+/** One request before any load: the scenario must answer with its expected status (and a full page). */
+async function sanityCheck(scenario: Scenario, port: number): Promise<void> {
+  const spec: RequestSpec = scenario.spec;
+  const response = await fetch(`http://127.0.0.1:${port}${spec.path.replace('{id}', '1')}`, {
+    method: spec.method,
+    headers: spec.headers ?? {},
+    ...(spec.body === undefined ? {} : { body: spec.body }),
+  });
+  const text = await response.text();
+  const fail = (why: string) => {
+    throw new Error(`scenario ${scenario.key}: ${why}\n${spec.method} ${spec.path} → ${response.status} ${text.slice(0, 500)}`);
+  };
+  if (response.status !== scenario.expect.status) fail(`expected status ${scenario.expect.status}`);
+  if (scenario.expect.items !== undefined) {
+    const body = JSON.parse(text) as unknown;
+    const items = Array.isArray(body) ? body : (body as { data?: { items?: unknown[] } }).data?.items;
+    if (!Array.isArray(items) || items.length !== scenario.expect.items) fail(`expected ${scenario.expect.items} items`);
+  }
+}
+
+function gitCommit(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { encoding: 'utf8' }).trim() !== '';
+    return dirty ? `${head}+uncommitted` : head;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function toolVersion(): string {
+  try {
+    const out = execFileSync('wrk', ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return out.split('\n')[0]?.split(' Copyright')[0]?.trim() ?? 'wrk';
+  } catch (error) {
+    // wrk --version prints its banner and exits non-zero.
+    const out = (error as { stdout?: string }).stdout ?? '';
+    return out.split('\n')[0]?.split(' Copyright')[0]?.trim() || 'wrk';
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
