@@ -27,9 +27,23 @@ export const E2E_PUBLIC_URL = 'http://corkboard.e2e';
 // PORT, a LOG_LEVEL) may leak into it. Only what a Node process needs to run is passed through.
 const PASSED_THROUGH = ['PATH', 'HOME', 'TMPDIR', 'TEMP', 'TMP', 'LANG', 'SYSTEMROOT', 'TZ'];
 
+let freshnessChecked = false;
+
 export function assertBuilt(): void {
   if (!fs.existsSync(SERVER_ENTRY)) {
     throw new Error(`${path.relative(ROOT, SERVER_ENTRY)} is missing: run \`npm run build\` first (\`npm test\` does it in pretest)`);
+  }
+  // tsc rewrites every output on each build, so a source newer than the entry point means dist/ is out of date.
+  if (!freshnessChecked && !process.env.CORKBOARD_E2E_SERVER) {
+    freshnessChecked = true;
+    const built = fs.statSync(SERVER_ENTRY).mtimeMs;
+    const newer = fs
+      .readdirSync(path.join(ROOT, 'src'), { recursive: true, encoding: 'utf8' })
+      .filter((file) => file.endsWith('.ts') && !file.endsWith('.test.ts'))
+      .find((file) => fs.statSync(path.join(ROOT, 'src', file)).mtimeMs > built);
+    if (newer) {
+      console.warn(`[corkboard] dist/ is older than src/${newer}: the end-to-end tests run the last build (npm test rebuilds first)`);
+    }
   }
 }
 
@@ -70,6 +84,10 @@ export interface ServerProcess {
 }
 
 const live = new Set<ChildProcess>();
+// A worker that dies without running its hooks must not leave servers behind (kill is synchronous: fine here).
+process.once('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
 
 /** Kills every spawned server still running (call it in afterEach/afterAll) and waits for them to go. */
 export async function killLeftovers(): Promise<void> {
