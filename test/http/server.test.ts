@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import http from 'node:http';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { backend } from '../helpers/database.js';
@@ -33,6 +34,34 @@ afterAll(async () => {
   await killLeftovers();
   await db?.drop();
 }, 120_000);
+
+/**
+ * A JSON POST over a keep-alive connection whose body is sent in two halves: the headers and the first half at
+ * once, the rest when `finish()` is called. Until then the request is in flight on the server, whatever the timing.
+ */
+function halfSentPost(port: number, urlPath: string, body: string, requestId: string) {
+  const agent = new http.Agent({ keepAlive: true });
+  const req = http.request({
+    host: '127.0.0.1',
+    port,
+    path: urlPath,
+    method: 'POST',
+    agent,
+    headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId },
+  });
+  const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+  }).finally(() => agent.destroy());
+  const half = Math.floor(body.length / 2);
+  req.flushHeaders();
+  req.write(body.slice(0, half));
+  return { response, finish: () => req.end(body.slice(half)) };
+}
 
 /** Table names (and applied migrations) in a database, read directly, not through the server. */
 async function inspect(databaseUrl: string): Promise<{ tables: string[]; migrations: string[] }> {
@@ -275,37 +304,39 @@ describe('processes started and stopped by the test', () => {
     }
   });
 
-  it('SIGTERM drains: slow in-flight requests on keep-alive connections still complete with 201, then the process exits 0', async () => {
-    // A costly password hash (64 MiB Argon2id): a sign-in takes long enough to be surely in flight at the signal.
+  it('SIGTERM drains: in-flight requests on keep-alive connections still complete with 201, then the process exits 0', async () => {
+    // A costly password hash (64 MiB Argon2id): each sign-in takes a while.
     const server = await startServer({ databaseUrl: db.url, env: { PASSWORD_HASH_MEMORY_KIB: '65536' } });
     const credentials = { username: 'drain_user', password: 'drain password 1' };
     const created = await request(server.url, 'POST', '/users', { body: credentials });
     expect(created.status).toBe(201);
 
+    // One request is surely in flight whatever the timing: its body is only half sent when the signal goes out.
+    const upload = halfSentPost(server.port, '/tokens', JSON.stringify(credentials), 'drain-upload');
+    // Two more over fetch, whose connections stay alive: the drain must not wait for the client to hang up.
     const ids = ['drain-1', 'drain-2'];
-    // fetch keeps its connections alive: the drain must not wait for the client to hang up.
-    const inFlight = ids.map((id) => request(server.url, 'POST', '/tokens', { body: credentials, headers: { 'x-request-id': id } }));
-    // The server has read both requests (it logs each on arrival) before it is told to stop.
-    await Promise.all(ids.map((id) => server.waitForLog((line) => line.reqId === id && line.msg === 'incoming request')));
+    const fetched = ids.map((id) => request(server.url, 'POST', '/tokens', { body: credentials, headers: { 'x-request-id': id } }));
+    // The server has begun all three (it logs each on arrival) before it is told to stop.
+    await Promise.all(['drain-upload', ...ids].map((id) => server.waitForLog((line) => line.reqId === id && line.msg === 'incoming request')));
     const started = Date.now();
     const exit = server.stop('SIGTERM');
-    const responses = await Promise.all(inFlight);
-    expect(responses.map((r) => r.status)).toEqual([201, 201]);
+    await server.waitForLog((line) => line.msg === 'shutting down' && line.signal === 'SIGTERM');
+    upload.finish();
+
+    const responses = [await upload.response, ...(await Promise.all(fetched))];
+    expect(responses.map((r) => r.status)).toEqual([201, 201, 201]);
     expect(await exit).toEqual({ code: 0, signal: null });
     // Well inside the 10 s grace period, which would end in exit code 1.
     expect(Date.now() - started).toBeLessThan(5000);
-
-    // The signal arrived while both requests were still being handled.
+    // The half-sent request completed after the shutdown began.
     const messages = server.logs().map((line) => `${String(line.reqId ?? '')} ${String(line.msg)}`);
-    const shutdown = messages.indexOf(' shutting down');
-    expect(shutdown).toBeGreaterThan(-1);
-    for (const id of ids) expect(messages.indexOf(`${id} request completed`)).toBeGreaterThan(shutdown);
+    expect(messages.indexOf('drain-upload request completed')).toBeGreaterThan(messages.indexOf(' shutting down'));
 
-    // Both tokens were written before the database was closed.
+    // All three tokens were written before the database was closed.
     const handle = openDatabase(db.url);
     try {
       const tokens = await handle.db.selectFrom('tokens').select('id').where('user_id', '=', created.json<{ id: number }>().id).execute();
-      expect(tokens.map((t) => t.id).sort()).toEqual(responses.map((r) => r.json<{ id: number }>().id).sort());
+      expect(tokens.map((t) => t.id).sort()).toEqual(responses.map((r) => JSON.parse(r.text).id).sort());
     } finally {
       await handle.destroy();
     }
