@@ -2,6 +2,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import systemRoutes from './system/system.routes.js';
 import usersRoutes from './users/users.routes.js';
 import tokensRoutes from './tokens/tokens.routes.js';
+import postsRoutes from './posts/posts.routes.js';
+import feedRoutes from './feed/feed.routes.js';
 import followersRoutes from './followers/followers.routes.js';
 import repliesRoutes from './replies/replies.routes.js';
 import recommendsRoutes from './recommends/recommends.routes.js';
@@ -12,6 +14,8 @@ const modules: FastifyPluginAsync = async (app) => {
   await app.register(systemRoutes);
   await app.register(usersRoutes);
   await app.register(tokensRoutes);
+  await app.register(postsRoutes);
+  await app.register(feedRoutes);
   await app.register(followersRoutes);
   await app.register(repliesRoutes);
   await app.register(recommendsRoutes);

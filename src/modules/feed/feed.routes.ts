@@ -1,0 +1,65 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { AppError } from '../../shared/errors.js';
+import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
+import { toPost } from '../posts/posts.routes.js';
+import { PostSchema } from '../posts/posts.schemas.js';
+import { createUsersRepository } from '../users/users.repository.js';
+import { problems } from '../users/users.routes.js';
+import { UserParamsSchema } from '../users/users.schemas.js';
+import { createFeedRepository, type FeedOwner } from './feed.repository.js';
+
+const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const feed = createFeedRepository(app.db);
+  const users = createUsersRepository(app.db);
+
+  app.get(
+    '/users/:user_id/feed',
+    {
+      schema: {
+        operationId: 'getFeed',
+        tags: ['posts'],
+        summary: "Read a user's home feed",
+        description:
+          'Posts by the users user_id follows that user_id may see (judged for user_id, also when an admin reads ' +
+          'it), newest first, paginated with `limit` and `cursor`. The user themself or an admin. Without a valid ' +
+          'token the answer is 401 before the request is validated.',
+        security: [{ bearerAuth: [] }],
+        params: UserParamsSchema,
+        querystring: PageQuerySchema,
+        response: {
+          200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
+          401: problems[401],
+          403: problems[403],
+          404: problems[404]('user'),
+        },
+      },
+      // Authenticate before the query string is validated: an anonymous caller gets 401, learning nothing.
+      onRequest: async (request) => {
+        await app.auth.required(request);
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.required(request);
+      const userId = toId(request.params.user_id);
+      let owner: FeedOwner;
+      if (caller.id === userId) {
+        owner = caller; // a valid token proves its user exists
+      } else {
+        const user = await users.findById(userId);
+        if (!user) throw AppError.notFound('user');
+        if (caller.role !== 'admin') throw AppError.forbidden("Only the user or an admin may read a user's feed");
+        owner = user;
+      }
+      const { limit = 20, cursor } = request.query;
+      const scope = `feed|${userId}`;
+      const rows = await feed.page(owner, { limit, after: afterKey(request, scope, cursor) });
+      const page = toPage(rows, limit, (r) => r.id);
+      setNextLink(request, reply, page, scope);
+      return page.items.map((r) => toPost(r, app.links));
+    },
+  );
+};
+
+export default feedRoutes;

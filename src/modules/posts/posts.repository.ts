@@ -1,0 +1,184 @@
+import { sql, type CompiledQuery, type Kysely } from 'kysely';
+import type { Database, PostRow, Visibility } from '../../db/types.js';
+import type { Caller } from '../../plugins/auth.js';
+import { visibleTo } from './posts.visibility.js';
+
+/** Every column of a post: the representation needs all of them. */
+export const POST_COLUMNS = [
+  'posts.id',
+  'posts.owner_id',
+  'posts.title',
+  'posts.content',
+  'posts.visibility',
+  'posts.reply_count',
+  'posts.recommend_count',
+  'posts.created_at',
+  'posts.updated_at',
+] as const;
+
+/** Stand-in values for a query compiled ahead of time; no id is negative, so they cannot clash with real values. */
+const ID_STAND_IN = -1;
+const CALLER_STAND_IN = -2;
+
+/**
+ * A query compiled once and run with new values. Kysely builds and compiles a query on every call, which costs
+ * more than SQLite takes for a point read; here the compiled SQL is kept and only its parameters change: `values`
+ * take the places of the `standIns` they line up with. Only for queries whose shape never depends on the values.
+ */
+export function reusable<R>(compiled: CompiledQuery<R>, standIns: number[]): (values: number[]) => CompiledQuery<R> {
+  const slots = standIns.map((standIn) => {
+    const indexes = compiled.parameters.flatMap((p, i) => (p === standIn ? [i] : []));
+    if (indexes.length === 0) throw new Error(`stand-in ${standIn} is not a parameter of: ${compiled.sql}`);
+    return indexes;
+  });
+  return (values) => {
+    const parameters = compiled.parameters.slice();
+    slots.forEach((indexes, k) => {
+      for (const i of indexes) parameters[i] = values[k];
+    });
+    return { ...compiled, parameters };
+  };
+}
+
+export interface PageOptions {
+  limit: number;
+  /** The id after which the page starts (newest first: only smaller ids follow). */
+  after?: number;
+}
+
+/**
+ * Posts newest first. Every collection is keyset-paginated on the post id, descending, so a page is one index
+ * range scan of `limit + 1` rows whatever its depth. The `*Query` builders are what the methods run; they are
+ * exposed so that a test can EXPLAIN exactly the SQL a route executes.
+ */
+export function createPostsRepository(db: Kysely<Database>) {
+  /**
+   * GET /posts. Anonymous callers see public posts only, which the `(visibility, id)` index serves directly; a
+   * signed-in caller walks the primary key backwards and filters each row through `visibleTo`, stopping after
+   * `limit + 1` matches.
+   *
+   * For a member the predicate is an OR. Left bare, SQLite answers it with a MULTI-INDEX OR (one index per branch)
+   * followed by a sort of every match below the cursor, so a page would cost as much as the whole table. Testing
+   * the OR with `IS TRUE` (same truth table for a WHERE clause, standard SQL on both engines) turns it into a row
+   * filter, and the ORDER BY is served by the primary key again. The EXPLAIN test in posts.test.ts pins this.
+   */
+  function listQuery(caller: Caller | undefined, { limit, after }: PageOptions) {
+    let query = db.selectFrom('posts').select(POST_COLUMNS);
+    query = caller ? query.where((eb) => eb(eb.parens(visibleTo(caller)(eb)), 'is', sql.lit(true))) : query.where(visibleTo(caller));
+    if (after !== undefined) query = query.where('posts.id', '<', after);
+    return query.orderBy('posts.id', 'desc').limit(limit + 1);
+  }
+
+  /** GET /users/{id}/posts: one owner's posts over the `(owner_id, id)` index. */
+  function listByOwnerQuery(ownerId: number, caller: Caller | undefined, { limit, after }: PageOptions) {
+    let query = db.selectFrom('posts').select(POST_COLUMNS).where('posts.owner_id', '=', ownerId).where(visibleTo(caller));
+    if (after !== undefined) query = query.where('posts.id', '<', after);
+    return query.orderBy('posts.id', 'desc').limit(limit + 1);
+  }
+
+  /** GET /posts/{id}: the post if the caller may see it. */
+  function findVisibleQuery(id: number, caller: Caller | undefined) {
+    return db.selectFrom('posts').select(POST_COLUMNS).where('posts.id', '=', id).where(visibleTo(caller));
+  }
+
+  // The hottest read is compiled once per kind of caller (see `reusable`): anonymous, member, admin.
+  let findVisibleBy: Record<'anonymous' | 'member' | 'admin', (values: number[]) => CompiledQuery<PostRow>> | undefined;
+  const compileFindVisible = () => ({
+    anonymous: reusable(findVisibleQuery(ID_STAND_IN, undefined).compile(), [ID_STAND_IN]),
+    member: reusable(findVisibleQuery(ID_STAND_IN, { id: CALLER_STAND_IN, role: 'member', tokenId: 0 }).compile(), [ID_STAND_IN, CALLER_STAND_IN]),
+    admin: reusable(findVisibleQuery(ID_STAND_IN, { id: CALLER_STAND_IN, role: 'admin', tokenId: 0 }).compile(), [ID_STAND_IN]),
+  });
+
+  /** `findVisibleQuery(id, caller).compile()`, without building the query again. */
+  function findVisibleCompiled(id: number, caller: Caller | undefined): CompiledQuery<PostRow> {
+    findVisibleBy ??= compileFindVisible();
+    if (!caller) return findVisibleBy.anonymous([id]);
+    return caller.role === 'admin' ? findVisibleBy.admin([id]) : findVisibleBy.member([id, caller.id]);
+  }
+
+  return {
+    listQuery,
+    listByOwnerQuery,
+    findVisibleQuery,
+    findVisibleCompiled,
+
+    /** The post if it exists and the caller may see it. */
+    async findVisible(id: number, caller: Caller | undefined): Promise<PostRow | undefined> {
+      const { rows } = await db.executeQuery(findVisibleCompiled(id, caller));
+      return rows[0];
+    },
+
+    list(caller: Caller | undefined, page: PageOptions): Promise<PostRow[]> {
+      return listQuery(caller, page).execute();
+    },
+
+    listByOwner(ownerId: number, caller: Caller | undefined, page: PageOptions): Promise<PostRow[]> {
+      return listByOwnerQuery(ownerId, caller, page).execute();
+    },
+
+    /** Just enough of a post the caller may see to decide whether they may change it. */
+    findVisibleOwner(id: number, caller: Caller | undefined): Promise<{ id: number; owner_id: number } | undefined> {
+      return db
+        .selectFrom('posts')
+        .select(['posts.id', 'posts.owner_id'])
+        .where('posts.id', '=', id)
+        .where(visibleTo(caller))
+        .executeTakeFirst();
+    },
+
+    update(
+      id: number,
+      values: { title: string; content: string; visibility: Visibility; updated_at: string },
+    ): Promise<PostRow | undefined> {
+      return db.updateTable('posts').set(values).where('id', '=', id).returning(POST_COLUMNS).executeTakeFirst();
+    },
+
+    insert(values: { owner_id: number; title: string; content: string; visibility: Visibility; created_at: string }) {
+      return db
+        .insertInto('posts')
+        .values({ ...values, updated_at: values.created_at })
+        .returning(POST_COLUMNS)
+        .executeTakeFirstOrThrow();
+    },
+
+    /** Deletes the post (its replies, recommends and feed entries cascade); answers its owner, if it existed. */
+    async remove(id: number): Promise<number | undefined> {
+      const row = await db.deleteFrom('posts').where('id', '=', id).returning('owner_id').executeTakeFirst();
+      return row?.owner_id;
+    },
+
+    /** Adds `delta` to a user's post_count atomically; false when the user does not exist. */
+    async addToPostCount(userId: number, delta: 1 | -1): Promise<boolean> {
+      const result = await db
+        .updateTable('users')
+        .set((eb) => ({ post_count: eb('post_count', '+', delta) }))
+        .where('id', '=', userId)
+        .executeTakeFirst();
+      return result.numUpdatedRows > 0n;
+    },
+
+    /**
+     * Write-time fan-out: one feed entry per current follower of the owner. Visibility is applied when the feed
+     * is read, so a later change of visibility needs no rewrite here.
+     */
+    async fanOut(postId: number, ownerId: number): Promise<void> {
+      await db
+        .insertInto('feed_entries')
+        .columns(['user_id', 'post_id', 'owner_id'])
+        .expression((eb) =>
+          eb
+            .selectFrom('follows')
+            .select([
+              'follows.follower_id',
+              eb.cast<number>(eb.val(postId), 'bigint').as('post_id'),
+              eb.cast<number>(eb.val(ownerId), 'bigint').as('owner_id'),
+            ])
+            .where('follows.followee_id', '=', ownerId),
+        )
+        .onConflict((oc) => oc.doNothing())
+        .execute();
+    },
+  };
+}
+
+export type PostsRepository = ReturnType<typeof createPostsRepository>;

@@ -1,0 +1,234 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import type { PostRow } from '../../db/types.js';
+import { isSelfOrAdmin } from '../../plugins/auth.js';
+import { AppError } from '../../shared/errors.js';
+import type { Links } from '../../shared/links.js';
+import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
+import { createUsersRepository } from '../users/users.repository.js';
+import { problems } from '../users/users.routes.js';
+import { UserParamsSchema } from '../users/users.schemas.js';
+import { createPostsRepository } from './posts.repository.js';
+import { CreatePostBodySchema, PostParamsSchema, PostSchema, ReplacePostBodySchema, type Post } from './posts.schemas.js';
+import { createPost, deletePost } from './posts.service.js';
+
+/** The one place a post row becomes the API's representation. */
+export function toPost(row: PostRow, links: Links): Post {
+  return {
+    id: row.id,
+    title: row.title,
+    content: row.content,
+    visibility: row.visibility,
+    ownerId: row.owner_id,
+    replyCount: row.reply_count,
+    recommendCount: row.recommend_count,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    links: links.post({ id: row.id, ownerId: row.owner_id }),
+  };
+}
+
+const bearer = [{ bearerAuth: [] }];
+const VISIBILITY_NOTE = 'A post the caller may not see is answered as if it did not exist.';
+const AUTH_FIRST = 'Without a valid token the answer is 401 before the request is validated.';
+
+const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const posts = createPostsRepository(app.db);
+  const users = createUsersRepository(app.db);
+  // Writes authenticate before the body is parsed and validated: an anonymous caller gets 401, learning nothing.
+  const authenticate = async (request: FastifyRequest) => {
+    await app.auth.required(request);
+  };
+
+  app.get(
+    '/posts',
+    {
+      schema: {
+        operationId: 'listPosts',
+        tags: ['posts'],
+        summary: 'List the posts the caller may see',
+        description:
+          'Newest first, paginated with `limit` and `cursor` (follow the `next` link). Without a token: public ' +
+          'posts; with one: also the caller’s own posts and followers-only posts of users they follow; admins see all.',
+        querystring: PageQuerySchema,
+        response: {
+          200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
+          401: problems[401],
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.optional(request);
+      const { limit = 20, cursor } = request.query;
+      const rows = await posts.list(caller, { limit, after: afterKey(request, 'posts', cursor) });
+      const page = toPage(rows, limit, (r) => r.id);
+      setNextLink(request, reply, page, 'posts');
+      return page.items.map((r) => toPost(r, app.links));
+    },
+  );
+
+  app.get(
+    '/posts/:post_id',
+    {
+      schema: {
+        operationId: 'getPost',
+        tags: ['posts'],
+        summary: 'Read a post',
+        description: VISIBILITY_NOTE,
+        params: PostParamsSchema,
+        response: { 200: { description: 'The post', ...PostSchema }, 401: problems[401], 404: problems[404]('post') },
+      },
+    },
+    async (request) => {
+      const row = await posts.findVisible(toId(request.params.post_id), await app.auth.optional(request));
+      if (!row) throw AppError.notFound('post');
+      return toPost(row, app.links);
+    },
+  );
+
+  app.put(
+    '/posts/:post_id',
+    {
+      schema: {
+        operationId: 'replacePost',
+        tags: ['posts'],
+        summary: 'Replace a post',
+        description:
+          'The complete representation (title, content, visibility), not a patch. Read-only fields may be sent ' +
+          `back and are ignored; an \`id\` that differs from the path is a 400. Its owner or an admin. ${VISIBILITY_NOTE} ` +
+          AUTH_FIRST,
+        security: bearer,
+        params: PostParamsSchema,
+        body: ReplacePostBodySchema,
+        response: {
+          200: { description: 'The updated post', ...PostSchema },
+          401: problems[401],
+          403: problems[403],
+          404: problems[404]('post'),
+        },
+      },
+      onRequest: authenticate,
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const id = toId(request.params.post_id);
+      const { body } = request;
+      if (body.id !== undefined && body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
+      const current = await posts.findVisibleOwner(id, caller);
+      if (!current) throw AppError.notFound('post');
+      if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may replace a post');
+      const row = await posts.update(id, {
+        title: body.title,
+        content: body.content,
+        visibility: body.visibility,
+        updated_at: new Date().toISOString(),
+      });
+      if (!row) throw AppError.notFound('post');
+      return toPost(row, app.links);
+    },
+  );
+
+  app.delete(
+    '/posts/:post_id',
+    {
+      schema: {
+        operationId: 'deletePost',
+        tags: ['posts'],
+        summary: 'Delete a post',
+        description:
+          'Its owner or an admin. Removes its replies and recommends too. A post that does not exist, or that the ' +
+          `caller may not see, is a 400 (seed §7). ${AUTH_FIRST}`,
+        security: bearer,
+        params: PostParamsSchema,
+        response: {
+          200: { description: 'Removed', ...DeletedSchema },
+          400: problems[400]('Malformed id, or no such post'),
+          401: problems[401],
+          403: problems[403],
+        },
+      },
+      onRequest: authenticate,
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const id = toId(request.params.post_id);
+      const current = await posts.findVisibleOwner(id, caller);
+      if (!current) throw AppError.badRequest('post_id', 'names no post');
+      if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may delete a post');
+      if (!(await deletePost(app.db, app.dialect, id))) throw AppError.badRequest('post_id', 'names no post');
+      return { deleted: 1 };
+    },
+  );
+
+  app.get(
+    '/users/:user_id/posts',
+    {
+      schema: {
+        operationId: 'listUserPosts',
+        tags: ['posts'],
+        summary: "List a user's posts the caller may see",
+        description: 'Newest first, paginated with `limit` and `cursor` (follow the `next` link).',
+        params: UserParamsSchema,
+        querystring: PageQuerySchema,
+        response: {
+          200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
+          401: problems[401],
+          404: problems[404]('user'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.optional(request);
+      const ownerId = toId(request.params.user_id);
+      const { limit = 20, cursor } = request.query;
+      const scope = `user-posts|${ownerId}`;
+      const rows = await posts.listByOwner(ownerId, caller, { limit, after: afterKey(request, scope, cursor) });
+      // A page with posts proves the user exists; only an empty one needs the second query.
+      if (rows.length === 0 && !(await users.findById(ownerId))) throw AppError.notFound('user');
+      const page = toPage(rows, limit, (r) => r.id);
+      setNextLink(request, reply, page, scope);
+      return page.items.map((r) => toPost(r, app.links));
+    },
+  );
+
+  app.post(
+    '/users/:user_id/posts',
+    {
+      schema: {
+        operationId: 'createPost',
+        tags: ['posts'],
+        summary: 'Publish a post',
+        description:
+          'The user themself only (an admin may not publish in another user’s name: a post speaks for its owner). ' +
+          '`visibility` defaults to `public`. The post enters the home feed of each of the user’s followers. ' +
+          AUTH_FIRST,
+        security: bearer,
+        params: UserParamsSchema,
+        body: CreatePostBodySchema,
+        response: {
+          201: { description: 'The new post; Location names it', headers: Type.Object({ location: Type.String() }), ...PostSchema },
+          401: problems[401],
+          403: problems[403],
+          404: problems[404]('user'),
+        },
+      },
+      onRequest: authenticate,
+    },
+    async (request, reply) => {
+      const caller = await app.auth.required(request);
+      const ownerId = toId(request.params.user_id);
+      if (caller.id !== ownerId) {
+        if (!(await users.findById(ownerId))) throw AppError.notFound('user');
+        throw AppError.forbidden('Only the user may publish posts as themself');
+      }
+      const row = await createPost(app.db, ownerId, request.body);
+      if (!row) throw AppError.notFound('user');
+      reply.code(201).header('location', app.links.url(`/posts/${row.id}`));
+      return toPost(row, app.links);
+    },
+  );
+};
+
+export default postsRoutes;
