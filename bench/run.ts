@@ -174,9 +174,10 @@ async function main(): Promise<void> {
     // ---- servers ----
     const profileDir = path.join(root, 'bench/.work/profiles');
     if (args.profile) fs.mkdirSync(profileDir, { recursive: true });
+    const [node = 'node', ...nodeArgs] = startCommand();
     const corkboard = await startServer({
       name: 'corkboard',
-      command: ['node', ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), 'dist/src/server.js'],
+      command: [node, ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...nodeArgs],
       env: { DATABASE_URL: corkboardUrl, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1' },
       port: await freePort(),
       pin: pinServer,
@@ -239,8 +240,10 @@ async function main(): Promise<void> {
     const load = async (scenario: Scenario, seconds: number) => {
       const server = serverOf[scenario.target];
       const sampler = server.sampleRss();
+      const cpuBefore = server.cpuSeconds();
       try {
-        return await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
+        const result = await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
+        return { ...result, cpuUs: ((server.cpuSeconds() - cpuBefore) * 1e6) / result.requests };
       } finally {
         rssMax.set(scenario.key, Math.max(rssMax.get(scenario.key) ?? 0, sampler.stop()));
       }
@@ -254,7 +257,7 @@ async function main(): Promise<void> {
       for (const scenario of list) {
         const result = await load(scenario, duration);
         measured.set(scenario.key, [...(measured.get(scenario.key) ?? []), result]);
-        log(`  ${scenario.key.padEnd(26)} ${Math.round(result.rps).toString().padStart(7)} req/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms` +
+        log(`  ${scenario.key.padEnd(26)} ${Math.round(result.rps).toString().padStart(7)} req/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  cpu ${Math.round(result.cpuUs ?? 0)} µs/req` +
           `${result.errors ? `  ERRORS ${result.errors}` : ''}`);
       }
     }
@@ -306,6 +309,14 @@ async function main(): Promise<void> {
     for (const server of servers) await server.stop();
     for (const cleanup of cleanups.reverse()) await cleanup().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
   }
+}
+
+/** The server is started exactly as `npm start` runs it (its Node flags included), minus npm itself. */
+function startCommand(): string[] {
+  const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8')) as { scripts?: Record<string, string> };
+  const words = (pkg.scripts?.start ?? '').trim().split(/\s+/);
+  if (words[0] !== 'node' || words.length < 2) throw new Error(`npm start is not "node …": ${pkg.scripts?.start ?? '(none)'}`);
+  return words;
 }
 
 /** One request before any load: the scenario must answer with its expected status (and a full page). */

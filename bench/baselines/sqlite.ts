@@ -39,7 +39,9 @@ app.post<{ Params: { user_id: string }; Body: CreatePostBody }>(
   async (request, reply) => {
     const { title, content, visibility = 'public' } = request.body;
     const now = new Date().toISOString();
-    const row = insert.get(Number(request.params.user_id), title, content, visibility, now, now) as PostRow;
+    // .all(), not .get(): a RETURNING statement left unfinished by .get() keeps its write open, so the WAL can never
+    // restart and grows without bound (every later read then pays for it). Kysely's driver uses .all() too.
+    const row = insert.all(Number(request.params.user_id), title, content, visibility, now, now)[0] as PostRow;
     reply.code(201).header('location', `${base}/posts/${row.id}`);
     return toPost(row, base);
   },

@@ -26,6 +26,8 @@ export interface LoadResult {
   p99: number;
   /** Non-2xx/3xx answers, socket errors and timeouts. */
   errors: number;
+  /** Server CPU time (user + system) per completed request, in µs; filled in by the harness. */
+  cpuUs?: number;
 }
 
 export interface LoadOptions {

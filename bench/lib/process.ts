@@ -11,6 +11,8 @@ export interface ServerProcess {
   sampleRss(): { stop(): number };
   /** Current RSS in MB. */
   rss(): number;
+  /** CPU time (user + system) the process has used so far, in seconds. */
+  cpuSeconds(): number;
   stop(): Promise<void>;
   output(): string;
 }
@@ -26,6 +28,20 @@ export async function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+// /proc/<pid>/stat counts CPU time in clock ticks: USER_HZ, 100 on every Linux architecture in practice.
+const CLOCK_TICKS = 100;
+
+function readCpuSeconds(pid: number): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces, hence the last ')'): utime is 14th, stime 15th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 function readRssMb(pid: number): number {
@@ -94,6 +110,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
     port: options.port,
     pid,
     rss: () => readRssMb(pid),
+    cpuSeconds: () => readCpuSeconds(pid),
     sampleRss() {
       let max = readRssMb(pid);
       const timer = setInterval(() => {

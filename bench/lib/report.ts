@@ -14,6 +14,8 @@ export interface ScenarioResult {
   p50: number;
   p99: number;
   errors: number;
+  /** Median server CPU time per request (µs): less sensitive to a noisy machine than req/s. */
+  cpuUs: number;
   rssMaxMb: number;
   versus?: string;
   ratio?: number;
@@ -21,6 +23,8 @@ export interface ScenarioResult {
 
 export interface TargetResult extends TargetSpec {
   ratio: number;
+  /** The same comparison by server CPU time per request (baseline ÷ scenario): informative, not judged. */
+  cpuRatio: number;
   pass: boolean;
 }
 
@@ -51,6 +55,7 @@ export function summarise(scenario: Scenario, runs: LoadResult[], rssMaxMb: numb
     p50: median(runs.map((r) => r.p50)),
     p99: median(runs.map((r) => r.p99)),
     errors: runs.reduce((sum, r) => sum + r.errors, 0),
+    cpuUs: median(runs.map((r) => r.cpuUs ?? Number.NaN)),
     rssMaxMb,
     ...(scenario.versus ? { versus: scenario.versus } : {}),
   };
@@ -71,7 +76,7 @@ export function evaluate(results: ScenarioResult[], specs: TargetSpec[]): Target
     const b = byKey.get(spec.baseline);
     if (!a || !b) return [];
     const ratio = a.rps / b.rps;
-    return [{ ...spec, ratio, pass: ratio >= spec.min && a.errors === 0 && b.errors === 0 }];
+    return [{ ...spec, ratio, cpuRatio: b.cpuUs / a.cpuUs, pass: ratio >= spec.min && a.errors === 0 && b.errors === 0 }];
   });
 }
 
@@ -83,13 +88,13 @@ function pad(rows: string[][]): string {
 }
 
 export function textTable(report: Report): string {
-  const rows = [['scenario', 'req/s', 'p50 ms', 'p99 ms', 'ratio', 'vs', 'RSS MB', 'errors']];
+  const rows = [['scenario', 'req/s', 'p50 ms', 'p99 ms', 'ratio', 'vs', 'CPU µs/req', 'RSS MB', 'errors']];
   for (const r of report.scenarios) {
-    rows.push([r.key, fmt(r.rps), fmt(r.p50, 2), fmt(r.p99, 2), r.ratio === undefined ? '' : fmt(r.ratio, 2), r.versus ?? '', fmt(r.rssMaxMb), String(r.errors)]);
+    rows.push([r.key, fmt(r.rps), fmt(r.p50, 2), fmt(r.p99, 2), r.ratio === undefined ? '' : fmt(r.ratio, 2), r.versus ?? '', fmt(r.cpuUs), fmt(r.rssMaxMb), String(r.errors)]);
   }
-  const targets = [['target', 'ratio', 'min', 'result']];
-  for (const t of report.targets) targets.push([t.title, fmt(t.ratio, 2), fmt(t.min, 2), t.pass ? 'PASS' : 'MISS']);
-  targets.push([`corkboard RSS ≤ ${report.rss.limitMb} MB in every scenario`, `${fmt(report.rss.maxMb)} MB`, '', report.rss.pass ? 'PASS' : 'MISS']);
+  const targets = [['target', 'ratio', 'min', 'result', 'CPU ratio']];
+  for (const t of report.targets) targets.push([t.title, fmt(t.ratio, 2), fmt(t.min, 2), t.pass ? 'PASS' : 'MISS', fmt(t.cpuRatio, 2)]);
+  targets.push([`corkboard RSS ≤ ${report.rss.limitMb} MB in every scenario`, `${fmt(report.rss.maxMb)} MB`, '', report.rss.pass ? 'PASS' : 'MISS', '']);
   return `${pad(rows)}\n\n${pad(targets)}\n`;
 }
 
@@ -104,17 +109,17 @@ export function markdown(report: Report): string {
       `after ${String(m.warmup)} s warm-up; medians. Server pinned to CPU ${String(m.serverCpu)}, load generator to CPU ${String(m.loadCpu)}. ` +
       `${String(m.cpuModel)}, ${String(m.cpus)} CPUs, Node ${String(m.node)}, commit ${String(m.commit)}.`,
     '',
-    '| scenario | req/s | p50 ms | p99 ms | ratio | vs | RSS MB | errors |',
-    '|---|---:|---:|---:|---:|---|---:|---:|',
+    '| scenario | req/s | p50 ms | p99 ms | ratio | vs | CPU µs/req | RSS MB | errors |',
+    '|---|---:|---:|---:|---:|---|---:|---:|---:|',
     ...report.scenarios.map(
       (r) =>
-        `| ${r.title} | ${fmt(r.rps)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.ratio === undefined ? '' : fmt(r.ratio, 2)} | ${r.versus ?? ''} | ${fmt(r.rssMaxMb)} | ${r.errors} |`,
+        `| ${r.title} | ${fmt(r.rps)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.ratio === undefined ? '' : fmt(r.ratio, 2)} | ${r.versus ?? ''} | ${fmt(r.cpuUs)} | ${fmt(r.rssMaxMb)} | ${r.errors} |`,
     ),
     '',
-    '| target | ratio | result |',
-    '|---|---:|---|',
-    ...report.targets.map((t) => `| ${t.title} | ${fmt(t.ratio, 2)} | ${t.pass ? 'pass' : '**miss**'} |`),
-    `| corkboard RSS ≤ ${RSS_LIMIT_MB} MB in every scenario | ${fmt(report.rss.maxMb)} MB | ${report.rss.pass ? 'pass' : '**miss**'} |`,
+    '| target | ratio | result | CPU ratio |',
+    '|---|---:|---|---:|',
+    ...report.targets.map((t) => `| ${t.title} | ${fmt(t.ratio, 2)} | ${t.pass ? 'pass' : '**miss**'} | ${fmt(t.cpuRatio, 2)} |`),
+    `| corkboard RSS ≤ ${RSS_LIMIT_MB} MB in every scenario | ${fmt(report.rss.maxMb)} MB | ${report.rss.pass ? 'pass' : '**miss**'} | |`,
     '',
   ];
   return lines.join('\n');
