@@ -38,37 +38,31 @@ export function createCursorCodec(secret: string): CursorCodec {
   };
 }
 
-export interface Page<T> {
-  items: T[];
-  /** The key to continue after, when more items follow. */
-  nextKey?: number;
-}
-
-/** Repositories fetch `limit + 1` rows; this trims the extra one and says where the next page starts. */
-export function toPage<T>(rows: T[], limit: number, keyOf: (row: T) => number): Page<T> {
-  if (rows.length <= limit) return { items: rows };
-  const items = rows.slice(0, limit);
-  return { items, nextKey: keyOf(items[items.length - 1] as T) };
+export interface PageRequest {
+  limit?: number;
+  cursor?: string;
 }
 
 /**
- * Sets `Link: <…>; rel="next"` (RFC 8288) when the page has a successor: the same URL with the new cursor,
- * rooted at the public base URL.
+ * One page of a collection ordered by `id`: decodes the request's cursor for `scope` (400 when it is not one of
+ * this collection's), fetches `limit + 1` rows after it, and, when that extra row shows that more follow, sets
+ * `Link: <…>; rel="next"` (RFC 8288) to the same URL with the next cursor, rooted at the public base URL.
+ * Answers the page's rows.
  */
-export function setNextLink(
+export async function keysetPage<Row extends { id: number }>(
   request: FastifyRequest,
   reply: FastifyReply,
-  page: Page<unknown>,
   scope: string,
-): void {
-  if (page.nextKey === undefined) return;
-  const { publicUrl } = request.server.config;
-  const current = new URL(request.url, 'http://placeholder');
-  current.searchParams.set('cursor', request.server.cursors.encode(scope, page.nextKey));
-  reply.header('link', `<${publicUrl}${current.pathname}?${current.searchParams.toString()}>; rel="next"`);
-}
-
-/** Decodes the request's cursor for `scope`, if it has one. */
-export function afterKey(request: FastifyRequest, scope: string, cursor: string | undefined): number | undefined {
-  return cursor === undefined ? undefined : request.server.cursors.decode(scope, cursor);
+  { limit = 20, cursor }: PageRequest,
+  fetch: (page: { limit: number; after?: number }) => Promise<Row[]>,
+): Promise<Row[]> {
+  const { cursors, config } = request.server;
+  const after = cursor === undefined ? undefined : cursors.decode(scope, cursor);
+  const rows = await fetch({ limit, after });
+  if (rows.length <= limit) return rows;
+  const items = rows.slice(0, limit);
+  const next = new URL(request.url, 'http://placeholder');
+  next.searchParams.set('cursor', cursors.encode(scope, (items[items.length - 1] as Row).id));
+  reply.header('link', `<${config.publicUrl}${next.pathname}?${next.searchParams.toString()}>; rel="next"`);
+  return items;
 }

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
-import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { keysetPage } from '../../shared/pagination.js';
 import { PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { toPost } from '../posts/posts.routes.js';
 import { PostSchema } from '../posts/posts.schemas.js';
@@ -52,12 +52,8 @@ const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
         if (caller.role !== 'admin') throw AppError.forbidden("Only the user or an admin may read a user's feed");
         owner = user;
       }
-      const { limit = 20, cursor } = request.query;
-      const scope = `feed|${userId}`;
-      const rows = await feed.page(owner, { limit, after: afterKey(request, scope, cursor) });
-      const page = toPage(rows, limit, (r) => r.id);
-      setNextLink(request, reply, page, scope);
-      return page.items.map((r) => toPost(r, app.links));
+      const rows = await keysetPage(request, reply, `feed|${userId}`, request.query, (page) => feed.page(owner, page));
+      return rows.map((r) => toPost(r, app.links));
     },
   );
 };

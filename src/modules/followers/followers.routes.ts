@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
-import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { problems, toUser } from '../users/users.routes.js';
@@ -39,13 +39,9 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const id = toId(request.params.user_id);
-      const { limit = 20, cursor } = request.query;
-      const scope = `followers|${id}`;
-      const rows = await follows.listFollowers(id, { limit, after: afterKey(request, scope, cursor) });
+      const rows = await keysetPage(request, reply, `followers|${id}`, request.query, (page) => follows.listFollowers(id, page));
       if (rows.length === 0) await mustExist(id);
-      const page = toPage(rows, limit, (r) => r.id);
-      setNextLink(request, reply, page, scope);
-      return page.items.map((r) => toUser(r, app.links));
+      return rows.map((r) => toUser(r, app.links));
     },
   );
 
@@ -171,13 +167,9 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const id = toId(request.params.user_id);
-      const { limit = 20, cursor } = request.query;
-      const scope = `following|${id}`;
-      const rows = await follows.listFollowing(id, { limit, after: afterKey(request, scope, cursor) });
+      const rows = await keysetPage(request, reply, `following|${id}`, request.query, (page) => follows.listFollowing(id, page));
       if (rows.length === 0) await mustExist(id);
-      const page = toPage(rows, limit, (r) => r.id);
-      setNextLink(request, reply, page, scope);
-      return page.items.map((r) => toUser(r, app.links));
+      return rows.map((r) => toUser(r, app.links));
     },
   );
 };

@@ -5,7 +5,7 @@ import type { PostRow } from '../../db/types.js';
 import { isSelfOrAdmin } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
-import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { problems } from '../users/users.routes.js';
@@ -61,11 +61,8 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const caller = await app.auth.optional(request);
-      const { limit = 20, cursor } = request.query;
-      const rows = await posts.list(caller, { limit, after: afterKey(request, 'posts', cursor) });
-      const page = toPage(rows, limit, (r) => r.id);
-      setNextLink(request, reply, page, 'posts');
-      return page.items.map((r) => toPost(r, app.links));
+      const rows = await keysetPage(request, reply, 'posts', request.query, (page) => posts.list(caller, page));
+      return rows.map((r) => toPost(r, app.links));
     },
   );
 
@@ -182,14 +179,11 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const caller = await app.auth.optional(request);
       const ownerId = toId(request.params.user_id);
-      const { limit = 20, cursor } = request.query;
       const scope = `user-posts|${ownerId}`;
-      const rows = await posts.listByOwner(ownerId, caller, { limit, after: afterKey(request, scope, cursor) });
+      const rows = await keysetPage(request, reply, scope, request.query, (page) => posts.listByOwner(ownerId, caller, page));
       // A page with posts proves the user exists; only an empty one needs the second query.
       if (rows.length === 0 && !(await users.findById(ownerId))) throw AppError.notFound('user');
-      const page = toPage(rows, limit, (r) => r.id);
-      setNextLink(request, reply, page, scope);
-      return page.items.map((r) => toPost(r, app.links));
+      return rows.map((r) => toPost(r, app.links));
     },
   );
 

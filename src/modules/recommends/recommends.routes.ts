@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { isSelfOrAdmin } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
-import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { findVisiblePost } from '../posts/posts.visibility.js';
 import { problems, toUser } from '../users/users.routes.js';
@@ -44,12 +44,9 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
       if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
-      const { limit = 20, cursor } = request.query;
       const scope = `recommends|${postId}`;
-      const rows = await recommends.listRecommenders(postId, { limit, after: afterKey(request, scope, cursor) });
-      const page = toPage(rows, limit, (r) => r.id);
-      setNextLink(request, reply, page, scope);
-      return page.items.map((r) => toUser(r, app.links));
+      const rows = await keysetPage(request, reply, scope, request.query, (page) => recommends.listRecommenders(postId, page));
+      return rows.map((r) => toUser(r, app.links));
     },
   );
 

@@ -4,7 +4,7 @@ import type { ReplyRow } from '../../db/types.js';
 import { isAdmin } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
-import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { findVisiblePost } from '../posts/posts.visibility.js';
 import { problems } from '../users/users.routes.js';
@@ -65,12 +65,8 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
       if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
-      const { limit = 20, cursor } = request.query;
-      const scope = `replies|${postId}`;
-      const rows = await replies.listByPost(postId, { limit, after: afterKey(request, scope, cursor) });
-      const page = toPage(rows, limit, (r) => r.id);
-      setNextLink(request, reply, page, scope);
-      return page.items.map((r) => toReply(r, app.links));
+      const rows = await keysetPage(request, reply, `replies|${postId}`, request.query, (page) => replies.listByPost(postId, page));
+      return rows.map((r) => toReply(r, app.links));
     },
   );
 

@@ -4,7 +4,7 @@ import { isSelfOrAdmin } from '../../plugins/auth.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
-import { afterKey, setNextLink, toPage } from '../../shared/pagination.js';
+import { keysetPage } from '../../shared/pagination.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import { DeletedSchema, PAGE_HEADERS, ProblemSchema, toId } from '../../shared/schemas.js';
 import { createTokensRepository } from '../tokens/tokens.repository.js';
@@ -88,12 +88,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const { limit = 20, cursor, username } = request.query;
+      const { username } = request.query;
       const scope = `users|${username?.toLowerCase() ?? ''}`;
-      const rows = await users.list({ limit, after: afterKey(request, scope, cursor), username });
-      const page = toPage(rows, limit, (r) => r.id);
-      setNextLink(request, reply, page, scope);
-      return page.items.map((r) => toUser(r, app.links));
+      const rows = await keysetPage(request, reply, scope, request.query, (page) => users.list({ ...page, username }));
+      return rows.map((r) => toUser(r, app.links));
     },
   );
 
