@@ -92,6 +92,7 @@ export interface BoardsTable {
 export interface FeedEntriesTable {
   user_id: number;
   post_id: number;
+  /** The post's owner: lets an unfollow drop that owner's entries from the follower's feed. */
   owner_id: number;
 }
 
