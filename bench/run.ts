@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,6 +36,8 @@ const HELP = `Usage: npm run bench -- [options]
   --out DIR                   results directory (default bench/results; bench/.work/results with --quick)
   --keep                      keep the seeded databases
   --no-build                  skip npm run build
+  --reuse-seed                SQLite: keep the seeded database in bench/.work/seed-cache and start from a copy of
+                              it next time (same sizes, seed, migrations and seeder); for iterating on the service
   --seed N                    data generator seed (default 42)`;
 
 const { values: args } = parseArgs({
@@ -56,6 +59,7 @@ const { values: args } = parseArgs({
     out: { type: 'string' },
     keep: { type: 'boolean', default: false },
     'no-build': { type: 'boolean', default: false },
+    'reuse-seed': { type: 'boolean', default: false },
     seed: { type: 'string', default: '42' },
     help: { type: 'boolean', default: false },
   },
@@ -142,7 +146,7 @@ async function main(): Promise<void> {
     let baselineEnv: Record<string, string>;
     if (backend === 'sqlite') {
       const file = path.join(work, 'corkboard.db');
-      seeded = await seedSqlite(file, data, log);
+      seeded = args['reuse-seed'] ? await reusableSeed(file, data) : await seedSqlite(file, data, log);
       const copy = path.join(work, 'baseline.db');
       fs.copyFileSync(file, copy);
       corkboardUrl = `sqlite:${file}`;
@@ -309,6 +313,32 @@ async function main(): Promise<void> {
     for (const server of servers) await server.stop();
     for (const cleanup of cleanups.reverse()) await cleanup().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
   }
+}
+
+/**
+ * A pristine seeded SQLite database, kept by what determines its content (data options, migrations, seeder), and
+ * copied into place; seeded (and kept) on first use. Its tokens are kept beside it, valid for seven days.
+ */
+async function reusableSeed(file: string, data: ReturnType<typeof generateDataset>): Promise<SeedResult> {
+  const hash = createHash('sha256').update(JSON.stringify(data.options));
+  const sources = ['bench/lib/seed.ts', 'bench/lib/dataset.ts', ...fs.readdirSync('src/db/migrations').map((f) => `src/db/migrations/${f}`)];
+  for (const source of sources.sort()) hash.update(fs.readFileSync(source));
+  const cacheDir = path.join(root, 'bench/.work/seed-cache');
+  const cached = path.join(cacheDir, `sqlite-${hash.digest('hex').slice(0, 16)}.db`);
+  const sidecar = `${cached}.json`;
+  if (fs.existsSync(cached) && fs.existsSync(sidecar)) {
+    const result = JSON.parse(fs.readFileSync(sidecar, 'utf8')) as SeedResult & { seededAt: string };
+    if (Date.now() - Date.parse(result.seededAt) < 6 * 24 * 3600 * 1000) {
+      log(`reusing the database seeded at ${result.seededAt} (${path.relative(root, cached)})`);
+      fs.copyFileSync(cached, file);
+      return result;
+    }
+  }
+  const result = await seedSqlite(file, data, log);
+  fs.mkdirSync(cacheDir, { recursive: true });
+  fs.copyFileSync(file, cached);
+  fs.writeFileSync(sidecar, JSON.stringify({ ...result, seededAt: new Date().toISOString() }));
+  return result;
 }
 
 /** The server is started exactly as `npm start` runs it (its Node flags included), minus npm itself. */

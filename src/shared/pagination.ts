@@ -24,15 +24,16 @@ export function createCursorCodec(secret: string): CursorCodec {
       return `${Buffer.from(String(key)).toString('base64url')}.${sign(payload).toString('base64url')}`;
     },
     decode(scope, cursor) {
-      const invalid = AppError.badRequest('cursor', 'is not a valid cursor for this collection');
+      // Built only on failure: an error captures a stack trace, which cost ~20 µs on every page after the first.
+      const invalid = () => AppError.badRequest('cursor', 'is not a valid cursor for this collection');
       const [keyPart, macPart, extra] = cursor.split('.');
-      if (!keyPart || !macPart || extra !== undefined) throw invalid;
+      if (!keyPart || !macPart || extra !== undefined) throw invalid();
       const keyText = Buffer.from(keyPart, 'base64url').toString();
-      if (!/^(0|[1-9][0-9]{0,15})$/.test(keyText)) throw invalid;
+      if (!/^(0|[1-9][0-9]{0,15})$/.test(keyText)) throw invalid();
       const key = Number(keyText);
       const expected = sign(`${scope}|${key}`);
       const given = Buffer.from(macPart, 'base64url');
-      if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalid;
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalid();
       return key;
     },
   };

@@ -1,7 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, PostRow, Role } from '../../db/types.js';
-import type { PageOptions } from '../posts/posts.repository.js';
-import { POST_COLUMNS } from '../posts/posts.repository.js';
+import { callerKind, pageCompiler, POST_COLUMNS, type PageOptions } from '../posts/posts.repository.js';
 import { visibleTo } from '../posts/posts.visibility.js';
 
 /** The user whose home feed is read: visibility is judged for them, not for whoever asks. */
@@ -32,10 +31,16 @@ export function createFeedRepository(db: Kysely<Database>) {
     return query.orderBy('feed_entries.post_id', 'desc').limit(limit + 1);
   }
 
+  // Compiled once per shape (member or admin feed owner × first page or after a cursor): see pageCompiler.
+  const pageCompiled = pageCompiler((kind, ownerId, page) => pageQuery({ id: ownerId, role: kind === 'admin' ? 'admin' : 'member' }, page));
+
   return {
     pageQuery,
-    page(owner: FeedOwner, page: PageOptions): Promise<PostRow[]> {
-      return pageQuery(owner, page).execute();
+    /** `pageQuery(owner, page).compile()`, without building the query again. */
+    pageCompiled: (owner: FeedOwner, page: PageOptions) => pageCompiled(callerKind(owner), owner.id, page),
+    async page(owner: FeedOwner, page: PageOptions): Promise<PostRow[]> {
+      const { rows } = await db.executeQuery(pageCompiled(callerKind(owner), owner.id, page));
+      return rows;
     },
   };
 }

@@ -19,6 +19,8 @@ export const POST_COLUMNS = [
 /** Stand-in values for a query compiled ahead of time; no id is negative, so they cannot clash with real values. */
 const ID_STAND_IN = -1;
 const CALLER_STAND_IN = -2;
+/** `limit + 1` of a page query compiled ahead of time (see `pageCompiler`). */
+const LIMIT_STAND_IN = -3;
 
 /**
  * A query compiled once and run with new values. Kysely builds and compiles a query on every call, which costs
@@ -44,6 +46,46 @@ export interface PageOptions {
   limit: number;
   /** The id after which the page starts (newest first: only smaller ids follow). */
   after?: number;
+}
+
+export type CallerKind = 'anonymous' | 'member' | 'admin';
+export const callerKind = (caller: { role: Caller['role'] } | undefined): CallerKind =>
+  caller === undefined ? 'anonymous' : caller.role === 'admin' ? 'admin' : 'member';
+
+interface PageValues {
+  limit: number;
+  after?: number;
+  callerId: number;
+}
+const PAGE_VALUES: [number, (v: PageValues) => number][] = [
+  [LIMIT_STAND_IN, (v) => v.limit + 1],
+  [ID_STAND_IN, (v) => v.after ?? 0],
+  [CALLER_STAND_IN, (v) => v.callerId],
+];
+
+/**
+ * Page queries compiled once per shape (kind of caller × first page or page after a cursor), then run with new
+ * values as `reusable` does: building and compiling a page query with Kysely cost ~10% of a 20-post page request.
+ * `build` must make the same query shape whatever the values; the caller's id (for kinds that have one), the
+ * cursor key and `limit + 1` travel as parameters.
+ */
+export function pageCompiler<R>(
+  build: (kind: CallerKind, callerId: number, page: PageOptions) => { compile(): CompiledQuery<R> },
+): (kind: CallerKind, callerId: number, page: PageOptions) => CompiledQuery<R> {
+  const shapes = new Map<string, (values: PageValues) => CompiledQuery<R>>();
+  return (kind, callerId, { limit, after }) => {
+    const shape = `${kind}|${after === undefined ? 'first' : 'after'}`;
+    let run = shapes.get(shape);
+    if (!run) {
+      const standInPage = { limit: LIMIT_STAND_IN - 1, after: after === undefined ? undefined : ID_STAND_IN };
+      const compiled = build(kind, CALLER_STAND_IN, standInPage).compile();
+      const used = PAGE_VALUES.filter(([standIn]) => compiled.parameters.includes(standIn));
+      const make = reusable(compiled, used.map(([standIn]) => standIn));
+      run = (values) => make(used.map(([, pick]) => pick(values)));
+      shapes.set(shape, run);
+    }
+    return run({ limit, after, callerId });
+  };
 }
 
 /**
@@ -96,11 +138,17 @@ export function createPostsRepository(db: Kysely<Database>) {
     return caller.role === 'admin' ? findVisibleBy.admin([id]) : findVisibleBy.member([id, caller.id]);
   }
 
+  const listCompiled = pageCompiler((kind, callerId, page) =>
+    listQuery(kind === 'anonymous' ? undefined : { id: callerId, role: kind, tokenId: 0 }, page),
+  );
+
   return {
     listQuery,
     listByOwnerQuery,
     findVisibleQuery,
     findVisibleCompiled,
+    /** `listQuery(caller, page).compile()`, without building the query again. */
+    listCompiled: (caller: Caller | undefined, page: PageOptions) => listCompiled(callerKind(caller), caller?.id ?? 0, page),
 
     /** The post if it exists and the caller may see it. */
     async findVisible(id: number, caller: Caller | undefined): Promise<PostRow | undefined> {
@@ -108,8 +156,9 @@ export function createPostsRepository(db: Kysely<Database>) {
       return rows[0];
     },
 
-    list(caller: Caller | undefined, page: PageOptions): Promise<PostRow[]> {
-      return listQuery(caller, page).execute();
+    async list(caller: Caller | undefined, page: PageOptions): Promise<PostRow[]> {
+      const { rows } = await db.executeQuery(listCompiled(callerKind(caller), caller?.id ?? 0, page));
+      return rows;
     },
 
     listByOwner(ownerId: number, caller: Caller | undefined, page: PageOptions): Promise<PostRow[]> {

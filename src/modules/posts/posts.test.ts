@@ -564,6 +564,23 @@ describe('the point read compiled once', () => {
     }
   });
 
+  it.each([
+    ['anonymous', undefined],
+    ['member', { id: 42, role: 'member', tokenId: 0 }],
+    ['admin', { id: 42, role: 'admin', tokenId: 0 }],
+  ] as const)('pages of GET /posts run exactly the SQL and parameters the query builder gives, for an %s caller', async (_case, caller) => {
+    const app = await buildTestApp();
+    const posts = createPostsRepository(app.db);
+    // Each shape (first page, page after a cursor) is compiled on its first use and reused with new values after.
+    for (const page of [{ limit: 20 }, { limit: 20, after: 500 }, { limit: 5 }, { limit: 100, after: 3 }, { limit: 1, after: 77 }]) {
+      const { sql, parameters } = posts.listQuery(caller, page).compile();
+      expect(posts.listCompiled(caller, page)).toMatchObject({ sql, parameters });
+    }
+    const other = caller && { ...caller, id: 7 };
+    const { sql, parameters } = posts.listQuery(other, { limit: 20, after: 9 }).compile();
+    expect(posts.listCompiled(other, { limit: 20, after: 9 })).toMatchObject({ sql, parameters });
+  });
+
   it('refuses a stand-in that is not a parameter', () => {
     const compiled = CompiledQuery.raw('select 1 where ? = ?', [2, 3]);
     expect(() => reusable(compiled, [-1])).toThrow(/stand-in -1/);
