@@ -69,8 +69,9 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   await app.register(errorHandler);

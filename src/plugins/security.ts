@@ -11,16 +11,17 @@ import { AppError } from '../shared/errors.js';
  */
 export default fp(
   async (app) => {
-    app.addHook('onRequest', async (request, reply) => {
+    // One callback-style hook (no promise per request) for what every request needs first: its id on the
+    // response, and the OPTIONS rule. Only a CORS preflight (OPTIONS with Access-Control-Request-Method) is
+    // protocol-level; a plain OPTIONS is just another method, answered 405 with Allow like any other (the CORS
+    // plugin would answer a text/plain 400).
+    app.addHook('onRequest', (request, reply, done) => {
       reply.header('x-request-id', request.id);
-    });
-
-    // Only a CORS preflight (OPTIONS with Access-Control-Request-Method) is protocol-level; a plain OPTIONS is
-    // just another method, answered 405 with Allow like any other (the CORS plugin would answer a text/plain 400).
-    app.addHook('onRequest', async (request, reply) => {
       if (request.method === 'OPTIONS' && request.headers['access-control-request-method'] === undefined) {
-        return app.refuseRequest(request, reply);
+        app.refuseRequest(request, reply);
+        return;
       }
+      done();
     });
 
     await app.register(cors, {
