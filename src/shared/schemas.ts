@@ -121,6 +121,8 @@ export function toId(param: string): number {
 }
 
 export const INT64_MAX = 9223372036854775807n;
+const ID_REGEX = new RegExp(ID_PATTERN);
+/** Runs on every path id: only a 19-digit value can exceed the range, so only then is a BigInt made. */
 export function isInt64String(value: string): boolean {
-  return new RegExp(ID_PATTERN).test(value) && BigInt(value) <= INT64_MAX;
+  return ID_REGEX.test(value) && (value.length < 19 || BigInt(value) <= INT64_MAX);
 }
