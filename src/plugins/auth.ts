@@ -28,6 +28,11 @@ declare module 'fastify' {
 
 const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-._~+/]+=*)[ \t]*$/i;
 
+/** OpenAPI security requirements. A route that declares `bearer` is authenticated before anything else. */
+export const bearer: Array<Record<string, string[]>> = [{ bearerAuth: [] }];
+/** The token is optional: without one the caller is anonymous (and sees what anonymous callers may see). */
+export const optionalBearer: Array<Record<string, string[]>> = [{}, { bearerAuth: [] }];
+
 export const isAdmin = (caller: Caller | undefined) => caller?.role === 'admin';
 export const isSelfOrAdmin = (caller: Caller, userId: number) => caller.id === userId || caller.role === 'admin';
 
@@ -52,13 +57,25 @@ export default fp(
     }
 
     const optional = (request: FastifyRequest) => (request.callerPromise ??= resolve(request));
-    app.decorate('auth', {
-      optional,
-      async required(request: FastifyRequest) {
-        const caller = await optional(request);
-        if (!caller) throw AppError.unauthorized();
-        return caller;
-      },
+    const required = async (request: FastifyRequest) => {
+      const caller = await optional(request);
+      if (!caller) throw AppError.unauthorized();
+      return caller;
+    };
+    app.decorate('auth', { optional, required });
+
+    // The security a route declares in its schema (and so in the OpenAPI document) is the security it enforces:
+    // a route that requires a bearer token authenticates first, before its body is read or its input validated,
+    // so every such route answers an anonymous caller 401 whatever else is wrong with the request. Handlers then
+    // get the (memoised) caller from `app.auth.required`.
+    const authenticate = async (request: FastifyRequest) => {
+      await required(request);
+    };
+    app.addHook('onRoute', (route) => {
+      const security = route.schema?.security;
+      if (security && security.length > 0 && security.every((requirement) => 'bearerAuth' in requirement)) {
+        route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()];
+      }
     });
   },
   { name: 'auth', dependencies: ['database'] },

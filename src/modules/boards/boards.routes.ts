@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
-import { isSelfOrAdmin } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin } from '../../plugins/auth.js';
 import type { BoardRow } from '../../db/types.js';
 import { AppError, type FieldError } from '../../shared/errors.js';
 import { EnvelopeErrorSchema, toId } from '../../shared/schemas.js';
@@ -43,7 +43,6 @@ const errors = {
   403: envelopeError('Only the author or an admin may do this'),
   404: envelopeError('No such board'),
 };
-const bearer = [{ bearerAuth: [] }];
 
 /**
  * Query values must be written as decimal integers. Ajv's coercion alone would also take "1e1", "0x10", "1.0" or

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { bearer } from '../../plugins/auth.js';
 import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
@@ -25,7 +26,7 @@ const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'Posts by the users user_id follows that user_id may see (judged for user_id, also when an admin reads ' +
           'it), newest first, paginated with `limit` and `cursor`. The user themself or an admin. Without a valid ' +
           'token the answer is 401 before the request is validated.',
-        security: [{ bearerAuth: [] }],
+        security: bearer,
         params: UserParamsSchema,
         querystring: PageQuerySchema,
         response: {
@@ -34,10 +35,6 @@ const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
           403: problems[403],
           404: problems[404]('user'),
         },
-      },
-      // Authenticate before the query string is validated: an anonymous caller gets 401, learning nothing.
-      onRequest: async (request) => {
-        await app.auth.required(request);
       },
     },
     async (request, reply) => {

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { bearer } from '../../plugins/auth.js';
 import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
@@ -10,7 +11,6 @@ import { createFollowersRepository } from './followers.repository.js';
 import { FollowBodySchema, FollowerParamsSchema } from './followers.schemas.js';
 import { follow, unfollow } from './followers.service.js';
 
-const bearer = [{ bearerAuth: [] }];
 
 const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
@@ -71,10 +71,6 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           404: problems[404]('user'),
           409: problems[409]('Already following'),
         },
-      },
-      // Authenticate before the body is parsed and validated: an anonymous caller learns nothing about it.
-      onRequest: async (request) => {
-        await app.auth.required(request);
       },
     },
     async (request, reply) => {

@@ -1,8 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { PostRow } from '../../db/types.js';
-import { isSelfOrAdmin } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
 import { keysetPage } from '../../shared/pagination.js';
@@ -30,17 +29,12 @@ export function toPost(row: PostRow, links: Links): Post {
   };
 }
 
-const bearer = [{ bearerAuth: [] }];
 const VISIBILITY_NOTE = 'A post the caller may not see is answered as if it did not exist.';
 const AUTH_FIRST = 'Without a valid token the answer is 401 before the request is validated.';
 
 const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const posts = createPostsRepository(app.db);
   const users = createUsersRepository(app.db);
-  // Writes authenticate before the body is parsed and validated: an anonymous caller gets 401, learning nothing.
-  const authenticate = async (request: FastifyRequest) => {
-    await app.auth.required(request);
-  };
 
   app.get(
     '/posts',
@@ -106,7 +100,6 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           404: problems[404]('post'),
         },
       },
-      onRequest: authenticate,
     },
     async (request) => {
       const caller = await app.auth.required(request);
@@ -146,7 +139,6 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           403: problems[403],
         },
       },
-      onRequest: authenticate,
     },
     async (request) => {
       const caller = await app.auth.required(request);
@@ -208,7 +200,6 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           404: problems[404]('user'),
         },
       },
-      onRequest: authenticate,
     },
     async (request, reply) => {
       const caller = await app.auth.required(request);

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { isSelfOrAdmin } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
@@ -11,9 +11,7 @@ import { createRecommendsRepository } from './recommends.repository.js';
 import { CreateRecommendBodySchema, PostRecommendsParamsSchema, RecommendParamsSchema } from './recommends.schemas.js';
 import { createRecommend, deleteRecommend } from './recommends.service.js';
 
-const bearer = [{ bearerAuth: [] }];
 // A token is optional on reads: it may widen what the caller sees (followers-only and private posts).
-const optionalBearer: Array<Record<string, string[]>> = [{}, { bearerAuth: [] }];
 
 /**
  * The users who recommend a post. Members are user representations (the same JSON as GET /users/{id}). Whoever

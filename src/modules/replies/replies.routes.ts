@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { ReplyRow } from '../../db/types.js';
-import { isAdmin } from '../../plugins/auth.js';
+import { bearer, isAdmin, optionalBearer } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
 import { keysetPage } from '../../shared/pagination.js';
@@ -32,9 +32,7 @@ export function toReply(row: ReplyRow, links: Links): Reply {
   };
 }
 
-const bearer = [{ bearerAuth: [] }];
 // A token is optional on reads: it may widen what the caller sees (followers-only and private posts).
-const optionalBearer: Array<Record<string, string[]>> = [{}, { bearerAuth: [] }];
 
 /**
  * Replies hang off a post: whoever may not see the post finds neither it nor its replies (404; 400 on DELETE,

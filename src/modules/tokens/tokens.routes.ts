@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { bearer } from '../../plugins/auth.js';
 import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
 import { dummyHash, verifyPassword } from '../../shared/passwords.js';
@@ -54,7 +55,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags: ['tokens'],
         summary: 'Revoke a token',
         description: 'Its owner or an admin. A token that does not exist is a 400.',
-        security: [{ bearerAuth: [] }],
+        security: bearer,
         params: TokenParamsSchema,
         response: {
           200: { description: 'Revoked', ...DeletedSchema },

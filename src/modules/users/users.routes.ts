@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { isSelfOrAdmin } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin } from '../../plugins/auth.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
@@ -45,7 +45,6 @@ export const problems = {
   409: (what: string) => problem(what),
   400: (what: string) => problem(what),
 };
-const bearer = [{ bearerAuth: [] }];
 
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
