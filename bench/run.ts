@@ -248,6 +248,10 @@ async function main(): Promise<void> {
       try {
         const result = await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
         return { ...result, cpuUs: ((server.cpuSeconds() - cpuBefore) * 1e6) / result.requests };
+      } catch (error) {
+        const status = server.exitStatus();
+        if (status === undefined) throw error;
+        throw new Error(`${server.name} ended (${status}) during ${scenario.key}; its last output:\n${server.output().slice(-4000)}`);
       } finally {
         rssMax.set(scenario.key, Math.max(rssMax.get(scenario.key) ?? 0, sampler.stop()));
       }

@@ -15,6 +15,8 @@ export interface ServerProcess {
   cpuSeconds(): number;
   stop(): Promise<void>;
   output(): string;
+  /** Exit code or signal, once the process has ended. */
+  exitStatus(): string | undefined;
 }
 
 export async function freePort(): Promise<number> {
@@ -81,9 +83,11 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   let exited = false;
+  let exitStatus: string | undefined;
   const exit = new Promise<void>((resolve) =>
-    child.on('exit', () => {
+    child.on('exit', (code, signal) => {
       exited = true;
+      exitStatus = signal ?? `exit ${code}`;
       resolve();
     }),
   );
@@ -133,6 +137,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
       }
     },
     output: () => log,
+    exitStatus: () => exitStatus,
   };
 }
 
