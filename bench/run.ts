@@ -251,7 +251,9 @@ async function main(): Promise<void> {
       } catch (error) {
         const status = server.exitStatus();
         if (status === undefined) throw error;
-        throw new Error(`${server.name} ended (${status}) during ${scenario.key}; its last output:\n${server.output().slice(-4000)}`);
+        throw new Error(`${server.name} ended (${status}) during ${scenario.key}; its last output:\n${server.output().slice(-4000)}`, {
+          cause: error,
+        });
       } finally {
         rssMax.set(scenario.key, Math.max(rssMax.get(scenario.key) ?? 0, sampler.stop()));
       }
