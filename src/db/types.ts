@@ -14,6 +14,7 @@ export interface Database {
   boards: BoardsTable;
   feed_entries: FeedEntriesTable;
   settings: SettingsTable;
+  counters: CountersTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -94,6 +95,12 @@ export interface FeedEntriesTable {
   post_id: number;
   /** The post's owner: lets an unfollow drop that owner's entries from the follower's feed. */
   owner_id: number;
+}
+
+/** Running totals kept by triggers (name 'boards': the number of boards), so that no request counts a table. */
+export interface CountersTable {
+  name: string;
+  value: number;
 }
 
 /** Process-independent settings shared by every server on the database (e.g. the cursor signing key). */

@@ -1,5 +1,6 @@
 import type { Migration } from 'kysely';
 import * as initialSchema from './20261121T0800_initial_schema.js';
+import * as boardCount from './20261121T0900_board_count.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -7,4 +8,5 @@ import * as initialSchema from './20261121T0800_initial_schema.js';
  */
 export const migrations: Record<string, Migration> = {
   '20261121T0800_initial_schema': initialSchema,
+  '20261121T0900_board_count': boardCount,
 };

@@ -9,28 +9,30 @@ export function createBoardsRepository(db: Kysely<Database>) {
 
     /**
      * `count` boards from offset `offset`, newest (highest id) first, and how many boards there are. The total is
-     * read by the same statement as the rows, so on PostgreSQL both come from one snapshot; only a page past the
-     * end, which has no row to carry it, costs a second query.
+     * the `boards` counter that triggers keep (see the 20261121T0900 migration), not a count of the table; it is
+     * read in the same statement as the rows, so on PostgreSQL both come from one snapshot.
      */
     async window(offset: number, count: number): Promise<{ rows: BoardRow[]; total: number }> {
-      const totalOf = async () => {
-        const r = await db.selectFrom('boards').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow();
-        return Number(r.n);
-      };
-      if (count === 0) return { rows: [], total: await totalOf() };
+      const total = db.selectFrom('counters').select('value').where('name', '=', 'boards');
+      if (count === 0) {
+        const row = await total.executeTakeFirst();
+        return { rows: [], total: Number(row?.value ?? 0) };
+      }
+      // The counter row drives the query (a left join), so it answers `total` even for a page past the end.
       const rows = await db
-        .selectFrom('boards')
-        .selectAll('boards')
-        .select((eb) => eb.selectFrom('boards as b').select((e) => e.fn.countAll().as('n')).as('total'))
-        .orderBy('boards.id', 'desc')
-        .limit(count)
-        .offset(offset)
+        .selectFrom('counters')
+        .leftJoin(
+          (eb) => eb.selectFrom('boards').selectAll().orderBy('id', 'desc').limit(count).offset(offset).as('page'),
+          (join) => join.onTrue(),
+        )
+        .select(['counters.value as total', 'page.id', 'page.author_id', 'page.title', 'page.content', 'page.created_at', 'page.updated_at'])
+        .where('counters.name', '=', 'boards')
+        .orderBy('page.id', 'desc')
         .execute();
       const first = rows[0];
-      if (!first) return { rows: [], total: await totalOf() };
       return {
-        rows: rows.map(({ total: _total, ...row }) => row),
-        total: Number(first.total),
+        rows: rows.flatMap(({ total: _total, ...row }) => (row.id === null ? [] : [row as BoardRow])),
+        total: Number(first?.total ?? 0),
       };
     },
 

@@ -507,3 +507,44 @@ describe('board interface: protocol-level errors and the document', () => {
     }
   });
 });
+
+describe('total: the board count kept by triggers', () => {
+  const total = async (app: FastifyInstance) => (await call(app, 'GET', '/boards/list')).json().data.total as number;
+  const stored = async (app: FastifyInstance) => {
+    const counter = await app.db.selectFrom('counters').select('value').where('name', '=', 'boards').executeTakeFirstOrThrow();
+    const rows = await app.db.selectFrom('boards').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    return { counter: Number(counter.value), rows: Number(rows.n) };
+  };
+
+  it('follows creates, deletes, and the cascade when an author is deleted', async () => {
+    const app = await buildTestApp();
+    const a = await signUp(app);
+    const b = await signUp(app);
+    for (const who of [a, a, a, b]) {
+      const res = await call(app, 'POST', '/boards', { token: who.token, body: { title: 't', content: 'c' } });
+      expect(res.statusCode).toBe(201);
+    }
+    expect(await total(app)).toBe(4);
+    const last = (await call(app, 'GET', '/boards/list?limit=1')).json().data.items[0].id as number;
+    expect((await call(app, 'DELETE', `/boards/${last}`, { token: b.token })).statusCode).toBe(200);
+    expect(await total(app)).toBe(3);
+    expect((await call(app, 'DELETE', `/users/${a.id}`, { token: a.token })).statusCode).toBe(200);
+    expect(await total(app)).toBe(0);
+    expect(await stored(app)).toEqual({ counter: 0, rows: 0 });
+    expect((await call(app, 'GET', '/boards/list?start=5')).json().data).toEqual({ items: [], total: 0, start: 5, end: 5, limit: 20 });
+  });
+
+  it('stays exact under concurrent creates and deletes', async () => {
+    const app = await buildTestApp();
+    const users = await Promise.all([signUp(app), signUp(app), signUp(app)]);
+    const created = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => call(app, 'POST', '/boards', { token: users[i % 3]!.token, body: { title: `t${i}`, content: 'c' } })),
+    );
+    expect(created.every((r) => r.statusCode === 201)).toBe(true);
+    const ids = created.map((r) => r.json().data.id as number);
+    const deleted = await Promise.all(ids.slice(0, 12).map((id, i) => call(app, 'DELETE', `/boards/${id}`, { token: users[i % 3]!.token })));
+    expect(deleted.every((r) => r.statusCode === 200)).toBe(true);
+    expect(await stored(app)).toEqual({ counter: 18, rows: 18 });
+    expect(await total(app)).toBe(18);
+  });
+});
