@@ -1,6 +1,7 @@
 import type { Migration } from 'kysely';
 import * as initialSchema from './20261121T0800_initial_schema.js';
 import * as boardCount from './20261121T0900_board_count.js';
+import * as boardsOffsetIndex from './20261121T0930_boards_offset_index.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -9,4 +10,5 @@ import * as boardCount from './20261121T0900_board_count.js';
 export const migrations: Record<string, Migration> = {
   '20261121T0800_initial_schema': initialSchema,
   '20261121T0900_board_count': boardCount,
+  '20261121T0930_boards_offset_index': boardsOffsetIndex,
 };

@@ -18,11 +18,21 @@ export function createBoardsRepository(db: Kysely<Database>) {
         const row = await total.executeTakeFirst();
         return { rows: [], total: Number(row?.value ?? 0) };
       }
-      // The counter row drives the query (a left join), so it answers `total` even for a page past the end.
+      // The counter row drives the query (a left join), so it answers `total` even for a page past the end. The
+      // page skips `offset` boards over their ids alone (a deferred join: see the boards_id migration) and reads
+      // only the rows it returns.
       const rows = await db
         .selectFrom('counters')
         .leftJoin(
-          (eb) => eb.selectFrom('boards').selectAll().orderBy('id', 'desc').limit(count).offset(offset).as('page'),
+          (eb) =>
+            eb
+              .selectFrom('boards')
+              .innerJoin(
+                (ids) => ids.selectFrom('boards').select('id').orderBy('id', 'desc').limit(count).offset(offset).as('ids'),
+                (join) => join.onRef('ids.id', '=', 'boards.id'),
+              )
+              .selectAll('boards')
+              .as('page'),
           (join) => join.onTrue(),
         )
         .select(['counters.value as total', 'page.id', 'page.author_id', 'page.title', 'page.content', 'page.created_at', 'page.updated_at'])
