@@ -83,7 +83,39 @@ interface Target {
   write(table: TableSpec, rows: Iterable<Row>): Promise<number>;
   dropSecondaryIndexes(tables: string[]): Promise<string[]>;
   run(statements: string[]): Promise<void>;
+  /** Settles the database (switch modes, sequences, statistics); it stays open for `verify`. */
   finish(): Promise<void>;
+  /** The first column of the first row of a query, as a number. */
+  scalar(text: string): Promise<number>;
+  tableExists(name: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/**
+ * The invariants the API keeps, checked on the seeded rows (each query counts violations): a seed that drifted
+ * from what the API would produce (a new counter, a trigger the bulk load skipped) fails here, not in a benchmark.
+ */
+const INVARIANTS: [string, string][] = [
+  ['users.follower_count', 'SELECT count(*) FROM users u WHERE follower_count <> (SELECT count(*) FROM follows f WHERE f.followee_id = u.id)'],
+  ['users.following_count', 'SELECT count(*) FROM users u WHERE following_count <> (SELECT count(*) FROM follows f WHERE f.follower_id = u.id)'],
+  ['users.post_count', 'SELECT count(*) FROM users u WHERE post_count <> (SELECT count(*) FROM posts p WHERE p.owner_id = u.id)'],
+  ['posts.reply_count', 'SELECT count(*) FROM posts WHERE reply_count <> 0 OR recommend_count <> 0'],
+];
+
+async function verify(target: Target, data: Dataset): Promise<void> {
+  const failures: string[] = [];
+  for (const [name, text] of INVARIANTS) {
+    const n = await target.scalar(text);
+    if (n !== 0) failures.push(`${name}: ${n} rows disagree`);
+  }
+  const entries = await target.scalar('SELECT count(*) FROM feed_entries');
+  if (entries !== data.feedEntryCount) failures.push(`feed_entries: ${entries} rows, expected ${data.feedEntryCount}`);
+  // Counters kept by triggers (e.g. the board count), when the schema has them.
+  if (await target.tableExists('counters')) {
+    const wrong = await target.scalar("SELECT count(*) FROM counters WHERE name = 'boards' AND value <> (SELECT count(*) FROM boards)");
+    if (wrong !== 0) failures.push('counters(boards) differs from the number of boards');
+  }
+  if (failures.length) throw new Error(`the seeded database is not what the API would have produced:\n  ${failures.join('\n  ')}`);
 }
 
 // Fixed instants keep the data deterministic: users sign up, then follow, then post (one post a second).
@@ -174,6 +206,12 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
   phase('indexes');
   await target.finish();
   phase('finish');
+  try {
+    await verify(target, data);
+  } finally {
+    await target.close();
+  }
+  phase('verify');
   return { seconds: Math.round(performance.now() - started) / 1000, phases, rows, tokens, cursorSecret };
 }
 
@@ -239,6 +277,14 @@ export async function seedSqlite(file: string, data: Dataset, log: (line: string
     },
     async finish() {
       db.pragma('journal_mode = WAL');
+    },
+    async scalar(text) {
+      return Number(db.prepare(text).pluck().get());
+    },
+    async tableExists(name) {
+      return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
+    },
+    async close() {
       db.close();
     },
   };
@@ -303,6 +349,16 @@ export async function seedPostgres(url: string, data: Dataset, log: (line: strin
       // What autovacuum would have done by the time a database of this size is serving: statistics and a
       // visibility map (index-only scans).
       await client.query('VACUUM ANALYZE');
+    },
+    async scalar(text) {
+      const { rows } = await client.query<Record<string, unknown>>(text);
+      return Number(Object.values(rows[0] ?? {})[0]);
+    },
+    async tableExists(name) {
+      const { rows } = await client.query('SELECT to_regclass($1) AS t', [name]);
+      return rows[0]?.t !== null;
+    },
+    async close() {
       await client.end();
     },
   };
