@@ -247,7 +247,8 @@ async function main(): Promise<void> {
       const cpuBefore = server.cpuSeconds();
       try {
         const result = await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
-        return { ...result, cpuUs: ((server.cpuSeconds() - cpuBefore) * 1e6) / result.requests };
+        const cpu = server.cpuSeconds() - cpuBefore;
+        return { ...result, cpuUs: (cpu * 1e6) / result.requests, busy: cpu / result.seconds };
       } catch (error) {
         const status = server.exitStatus();
         if (status === undefined) throw error;
@@ -267,7 +268,7 @@ async function main(): Promise<void> {
       for (const scenario of list) {
         const result = await load(scenario, duration);
         measured.set(scenario.key, [...(measured.get(scenario.key) ?? []), result]);
-        log(`  ${scenario.key.padEnd(26)} ${Math.round(result.rps).toString().padStart(7)} req/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  cpu ${Math.round(result.cpuUs ?? 0)} µs/req` +
+        log(`  ${scenario.key.padEnd(26)} ${Math.round(result.rps).toString().padStart(7)} req/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  cpu ${Math.round(result.cpuUs ?? 0)} µs/req  busy ${Math.round((result.busy ?? 0) * 100)}%` +
           `${result.errors ? `  ERRORS ${result.errors}` : ''}`);
       }
     }

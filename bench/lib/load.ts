@@ -28,6 +28,12 @@ export interface LoadResult {
   errors: number;
   /** Server CPU time (user + system) per completed request, in µs; filled in by the harness. */
   cpuUs?: number;
+  /**
+   * Share of the run the server spent on CPU (0–1); filled in by the harness. Well under 1 means the server was
+   * not the bottleneck (the load generator was starved, or the server waited on something), so its req/s
+   * understates what it can serve.
+   */
+  busy?: number;
 }
 
 export interface LoadOptions {
