@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
-import { Kysely, PostgresDialect, SqliteDialect, sql, type PostgresCursor, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult, type SqliteDatabase } from 'kysely';
+import { Kysely, PostgresDialect, SqliteDialect, sql, type SqliteDatabase } from 'kysely';
 import type { Database } from './types.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -49,7 +49,7 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
     });
     // An idle client that loses its connection emits 'error' on the pool; without a listener that kills the process.
     pool.on('error', () => {});
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: withNamedStatements(pool) }) });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return handle(db, 'postgres');
   }
   const file = url.replace(/^sqlite:/, '');
@@ -101,51 +101,5 @@ function handle(db: Kysely<Database>, dialect: Dialect): DatabaseHandle {
       }
     },
     destroy: () => db.destroy(),
-  };
-}
-
-/**
- * Kysely sends every query unnamed, so PostgreSQL parses and plans it again on each execution. Naming each distinct
- * SQL text makes node-postgres prepare it once per connection and from then on only bind and execute it: on the
- * seeded 1M-post database, GET /posts/{id} went from ~7,100 to ~8,300 requests/s with the same Node CPU per request
- * (the PostgreSQL backends do less). Beyond `max` distinct texts queries run unnamed, so a query whose text varies
- * cannot pile up prepared statements on the connections.
- */
-function withNamedStatements(pool: pg.Pool, max = 500): PostgresPool {
-  const names = new Map<string, string>();
-  const nameOf = (text: string): string | undefined => {
-    let name = names.get(text);
-    if (name === undefined && names.size < max) {
-      name = `corkboard_${names.size}`;
-      names.set(text, name);
-    }
-    return name;
-  };
-  // Kysely keeps its own state per client object, so each pooled client keeps one wrapper.
-  const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
-  return {
-    async connect() {
-      const client = await pool.connect();
-      let wrapper = wrappers.get(client);
-      if (!wrapper) {
-        function query<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>>;
-        function query<R>(cursor: PostgresCursor<R>): PostgresCursor<R>;
-        function query<R>(
-          text: string | PostgresCursor<R>,
-          values: ReadonlyArray<unknown> = [],
-        ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
-          // Streaming needs a cursor class in the dialect's config, which corkboard does not set.
-          if (typeof text !== 'string') throw new Error('query streams are not supported');
-          const name = nameOf(text);
-          return client
-            .query<pg.QueryResultRow & R>({ ...(name === undefined ? {} : { name }), text, values: [...values] })
-            .then((r) => ({ command: r.command as PostgresQueryResult<R>['command'], rowCount: r.rowCount ?? 0, rows: r.rows }));
-        }
-        wrapper = { query, release: () => client.release() };
-        wrappers.set(client, wrapper);
-      }
-      return wrapper;
-    },
-    end: () => pool.end(),
   };
 }
