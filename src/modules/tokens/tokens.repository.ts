@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import { reusable } from '../../db/compiled.js';
+import { readCompiled } from '../../db/database.js';
 import type { Database, Role } from '../../db/types.js';
 
 /** Bearer tokens are 256 random bits with a recognisable prefix (so secret scanners can spot leaked ones). */
@@ -19,7 +21,21 @@ export interface TokenOwner {
   expiresAt: string;
 }
 
+/** Stands in for the hash in the lookup compiled ahead of time; a real hash is 43 base64url characters. */
+const HASH_STAND_IN = '<token hash>';
+
 export function createTokensRepository(db: Kysely<Database>) {
+  // Every authenticated request runs this lookup, so it is compiled once (see `reusable`).
+  const findOwner = reusable(
+    db
+      .selectFrom('tokens')
+      .innerJoin('users', 'users.id', 'tokens.user_id')
+      .select(['tokens.id as tokenId', 'users.id as userId', 'users.role as role', 'tokens.expires_at as expiresAt'])
+      .where('tokens.token_hash', '=', HASH_STAND_IN)
+      .compile(),
+    [HASH_STAND_IN],
+  );
+
   return {
     async insert(userId: number, tokenHash: string, now: Date, ttlSeconds: number) {
       const expiresAt = new Date(now.getTime() + ttlSeconds * 1000).toISOString();
@@ -33,12 +49,7 @@ export function createTokensRepository(db: Kysely<Database>) {
 
     /** The token and its user, if the token exists (expiry is checked by the caller against its clock). */
     async findOwnerByHash(tokenHash: string): Promise<TokenOwner | undefined> {
-      const row = await db
-        .selectFrom('tokens')
-        .innerJoin('users', 'users.id', 'tokens.user_id')
-        .select(['tokens.id as tokenId', 'users.id as userId', 'users.role as role', 'tokens.expires_at as expiresAt'])
-        .where('tokens.token_hash', '=', tokenHash)
-        .executeTakeFirst();
+      const [row] = await readCompiled(db, findOwner([tokenHash]));
       return row;
     },
 
