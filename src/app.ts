@@ -11,6 +11,7 @@ import authPlugin from './plugins/auth.js';
 import securityPlugin from './plugins/security.js';
 import metricsPlugin from './plugins/metrics.js';
 import openapiPlugin from './plugins/openapi.js';
+import fanoutPlugin from './modules/feed/feed.fanout.js';
 import modules from './modules/index.js';
 
 declare module 'fastify' {
@@ -83,6 +84,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(metricsPlugin);
   await app.register(openapiPlugin);
   await app.register(authPlugin);
+  await app.register(fanoutPlugin);
   await app.register(modules);
   return app;
 }

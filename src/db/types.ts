@@ -13,6 +13,7 @@ export interface Database {
   recommends: RecommendsTable;
   boards: BoardsTable;
   feed_entries: FeedEntriesTable;
+  fanout_queue: FanoutQueueTable;
   settings: SettingsTable;
   counters: CountersTable;
 }
@@ -89,11 +90,17 @@ export interface BoardsTable {
   updated_at: string;
 }
 
-/** Write-time fan-out of posts into the home feed of each follower of their owner. */
+/** Fan-out of posts into the home feed of each follower of their owner, written by the fan-out worker. */
 export interface FeedEntriesTable {
   user_id: number;
   post_id: number;
   /** The post's owner: lets an unfollow drop that owner's entries from the follower's feed. */
+  owner_id: number;
+}
+
+/** Posts whose feed entries are not written yet (see feed.fanout.ts); feed reads merge them. */
+export interface FanoutQueueTable {
+  post_id: number;
   owner_id: number;
 }
 

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { readCompiled } from '../../db/database.js';
 import type { Database, PostRow, Role } from '../../db/types.js';
 import { callerKind, pageCompiler, POST_COLUMNS, type PageOptions } from '../posts/posts.repository.js';
 import { visibleTo } from '../posts/posts.visibility.js';
@@ -10,9 +11,10 @@ export interface FeedOwner {
 }
 
 /**
- * Home feeds are written at post time (one `feed_entries` row per follower, see posts.service.ts) so that reading
- * one is a range scan of the `(user_id, post_id)` primary key plus one primary-key lookup per post: O(page size),
- * however many users the reader follows.
+ * Home feeds are written ahead of reading (one `feed_entries` row per follower, by the fan-out worker in
+ * feed.fanout.ts) so that reading one is a range scan of the `(user_id, post_id)` primary key plus one primary-key
+ * lookup per post: O(page size), however many users the reader follows. Posts still in the fan-out queue are
+ * merged in from a second query, which is one probe of an empty table when the worker has caught up.
  */
 export function createFeedRepository(db: Kysely<Database>) {
   /**
@@ -31,16 +33,44 @@ export function createFeedRepository(db: Kysely<Database>) {
     return query.orderBy('feed_entries.post_id', 'desc').limit(limit + 1);
   }
 
+  /** The same page of posts that are still queued for fan-out, by users the feed owner follows. */
+  function queuedQuery(owner: FeedOwner, { limit, after }: PageOptions) {
+    let query = db
+      .selectFrom('fanout_queue')
+      .innerJoin('follows', (join) =>
+        join.onRef('follows.followee_id', '=', 'fanout_queue.owner_id').on('follows.follower_id', '=', owner.id),
+      )
+      .innerJoin('posts', 'posts.id', 'fanout_queue.post_id')
+      .select(POST_COLUMNS)
+      .where(visibleTo({ id: owner.id, role: owner.role, tokenId: 0 }));
+    if (after !== undefined) query = query.where('fanout_queue.post_id', '<', after);
+    return query.orderBy('fanout_queue.post_id', 'desc').limit(limit + 1);
+  }
+
   // Compiled once per shape (member or admin feed owner × first page or after a cursor): see pageCompiler.
-  const pageCompiled = pageCompiler((kind, ownerId, page) => pageQuery({ id: ownerId, role: kind === 'admin' ? 'admin' : 'member' }, page));
+  const asOwner = (kind: string, ownerId: number): FeedOwner => ({ id: ownerId, role: kind === 'admin' ? 'admin' : 'member' });
+  const pageCompiled = pageCompiler((kind, ownerId, page) => pageQuery(asOwner(kind, ownerId), page));
+  const queuedCompiled = pageCompiler((kind, ownerId, page) => queuedQuery(asOwner(kind, ownerId), page));
 
   return {
     pageQuery,
+    queuedQuery,
     /** `pageQuery(owner, page).compile()`, without building the query again. */
     pageCompiled: (owner: FeedOwner, page: PageOptions) => pageCompiled(callerKind(owner), owner.id, page),
+    /** `queuedQuery(owner, page).compile()`, without building the query again. */
+    queuedCompiled: (owner: FeedOwner, page: PageOptions) => queuedCompiled(callerKind(owner), owner.id, page),
+    /**
+     * `limit + 1` posts of the feed, newest first: written entries and queued posts merged. The queue is read
+     * first: a post the worker moves in between is then in the queue's answer, or in the entries', or in both
+     * (it appears once), never in neither.
+     */
     async page(owner: FeedOwner, page: PageOptions): Promise<PostRow[]> {
-      const { rows } = await db.executeQuery(pageCompiled(callerKind(owner), owner.id, page));
-      return rows;
+      const kind = callerKind(owner);
+      const queued = await readCompiled(db, queuedCompiled(kind, owner.id, page));
+      const written = await readCompiled(db, pageCompiled(kind, owner.id, page));
+      if (queued.length === 0) return written;
+      const byId = new Map([...written, ...queued].map((row) => [row.id, row]));
+      return [...byId.values()].sort((a, b) => b.id - a.id).slice(0, page.limit + 1);
     },
   };
 }

@@ -1,4 +1,6 @@
 import { sql, type CompiledQuery, type Kysely } from 'kysely';
+import { reusable } from '../../db/compiled.js';
+import { readCompiled } from '../../db/database.js';
 import type { Database, PostRow, Visibility } from '../../db/types.js';
 import type { Caller } from '../../plugins/auth.js';
 import { visibleTo } from './posts.visibility.js';
@@ -21,26 +23,6 @@ const ID_STAND_IN = -1;
 const CALLER_STAND_IN = -2;
 /** `limit + 1` of a page query compiled ahead of time (see `pageCompiler`). */
 const LIMIT_STAND_IN = -3;
-
-/**
- * A query compiled once and run with new values. Kysely builds and compiles a query on every call, which costs
- * more than SQLite takes for a point read; here the compiled SQL is kept and only its parameters change: `values`
- * take the places of the `standIns` they line up with. Only for queries whose shape never depends on the values.
- */
-export function reusable<R>(compiled: CompiledQuery<R>, standIns: number[]): (values: number[]) => CompiledQuery<R> {
-  const slots = standIns.map((standIn) => {
-    const indexes = compiled.parameters.flatMap((p, i) => (p === standIn ? [i] : []));
-    if (indexes.length === 0) throw new Error(`stand-in ${standIn} is not a parameter of: ${compiled.sql}`);
-    return indexes;
-  });
-  return (values) => {
-    const parameters = compiled.parameters.slice();
-    slots.forEach((indexes, k) => {
-      for (const i of indexes) parameters[i] = values[k];
-    });
-    return { ...compiled, parameters };
-  };
-}
 
 export interface PageOptions {
   limit: number;
@@ -152,13 +134,12 @@ export function createPostsRepository(db: Kysely<Database>) {
 
     /** The post if it exists and the caller may see it. */
     async findVisible(id: number, caller: Caller | undefined): Promise<PostRow | undefined> {
-      const { rows } = await db.executeQuery(findVisibleCompiled(id, caller));
-      return rows[0];
+      const [row] = await readCompiled(db, findVisibleCompiled(id, caller));
+      return row;
     },
 
     async list(caller: Caller | undefined, page: PageOptions): Promise<PostRow[]> {
-      const { rows } = await db.executeQuery(listCompiled(callerKind(caller), caller?.id ?? 0, page));
-      return rows;
+      return readCompiled(db, listCompiled(callerKind(caller), caller?.id ?? 0, page));
     },
 
     listByOwner(ownerId: number, caller: Caller | undefined, page: PageOptions): Promise<PostRow[]> {
@@ -182,14 +163,6 @@ export function createPostsRepository(db: Kysely<Database>) {
       return db.updateTable('posts').set(values).where('id', '=', id).returning(POST_COLUMNS).executeTakeFirst();
     },
 
-    insert(values: { owner_id: number; title: string; content: string; visibility: Visibility; created_at: string }) {
-      return db
-        .insertInto('posts')
-        .values({ ...values, updated_at: values.created_at })
-        .returning(POST_COLUMNS)
-        .executeTakeFirstOrThrow();
-    },
-
     /** Deletes the post (its replies, recommends and feed entries cascade); answers its owner, if it existed. */
     async remove(id: number): Promise<number | undefined> {
       const row = await db.deleteFrom('posts').where('id', '=', id).returning('owner_id').executeTakeFirst();
@@ -206,27 +179,6 @@ export function createPostsRepository(db: Kysely<Database>) {
       return result.numUpdatedRows > 0n;
     },
 
-    /**
-     * Write-time fan-out: one feed entry per current follower of the owner. Visibility is applied when the feed
-     * is read, so a later change of visibility needs no rewrite here.
-     */
-    async fanOut(postId: number, ownerId: number): Promise<void> {
-      await db
-        .insertInto('feed_entries')
-        .columns(['user_id', 'post_id', 'owner_id'])
-        .expression((eb) =>
-          eb
-            .selectFrom('follows')
-            .select([
-              'follows.follower_id',
-              eb.cast<number>(eb.val(postId), 'bigint').as('post_id'),
-              eb.cast<number>(eb.val(ownerId), 'bigint').as('owner_id'),
-            ])
-            .where('follows.followee_id', '=', ownerId),
-        )
-        .onConflict((oc) => oc.doNothing())
-        .execute();
-    },
   };
 }
 

@@ -210,6 +210,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
       const row = await createPost(app.db, ownerId, request.body);
       if (!row) throw AppError.notFound('user');
+      app.fanout.schedule();
       reply.code(201).header('location', app.links.url(`/posts/${row.id}`));
       return toPost(row, app.links);
     },

@@ -2,34 +2,64 @@ import type { Kysely } from 'kysely';
 import type { Dialect } from '../../db/database.js';
 import type { Database, PostRow, Visibility } from '../../db/types.js';
 import { inTransaction, lockRow } from '../../db/transaction.js';
-import { createPostsRepository } from './posts.repository.js';
+import { perDatabase, reusable } from '../../db/compiled.js';
+import { createPostsRepository, POST_COLUMNS } from './posts.repository.js';
 
 /**
- * Creates a post in one transaction: the owner's post_count first, then the post, then its fan-out into the home
- * feed of every follower. Taking the owner's row lock first (the counter update) serialises this against a
- * concurrent follow of the owner, which updates the same row (follower_count) before it copies the owner's posts
- * into the new follower's feed: whichever commits second sees the other's rows, so no feed entry is lost.
- * Undefined when the owner does not exist (any more).
+ * Creates a post in one transaction: the owner's post_count and the post, which a trigger queues for the fan-out
+ * worker (feed.fanout.ts; call `app.fanout.schedule()` after this resolves) to write into the home feed of every
+ * follower. Feeds merge queued posts, so the post is in them at once. Undefined when the owner does not exist.
  */
 export async function createPost(
   db: Kysely<Database>,
   ownerId: number,
   input: { title: string; content: string; visibility?: Visibility },
 ): Promise<PostRow | undefined> {
+  const statements = createStatements(db);
+  const createdAt = new Date().toISOString();
   return inTransaction(db, async (trx) => {
-    const posts = createPostsRepository(trx);
-    if (!(await posts.addToPostCount(ownerId, 1))) return undefined;
-    const row = await posts.insert({
-      owner_id: ownerId,
-      title: input.title,
-      content: input.content,
-      visibility: input.visibility ?? 'public',
-      created_at: new Date().toISOString(),
-    });
-    await posts.fanOut(row.id, ownerId);
-    return row;
+    const counted = await trx.executeQuery(statements.countPost([ownerId]));
+    if (!counted.numAffectedRows) return undefined;
+    const { rows } = await trx.executeQuery(
+      statements.insertPost([ownerId, input.title, input.content, input.visibility ?? 'public', createdAt]),
+    );
+    return rows[0];
   });
 }
+
+// Stand-ins for the statements compiled ahead of time (see `reusable`): no real value is negative or looks like these.
+const OWNER = -1;
+const [TITLE, CONTENT, VISIBILITY, CREATED_AT] = ['<title>', '<content>', '<visibility>', '<created_at>'];
+
+/**
+ * Publishing is the hottest write: its two statements are built and compiled once per database (their SQL depends
+ * only on the dialect), then run with new values inside each create's transaction.
+ */
+const createStatements = perDatabase((db: Kysely<Database>) => ({
+  countPost: reusable(
+    db
+      .updateTable('users')
+      .set((eb) => ({ post_count: eb('post_count', '+', 1) }))
+      .where('id', '=', OWNER)
+      .compile(),
+    [OWNER],
+  ),
+  insertPost: reusable<PostRow>(
+    db
+      .insertInto('posts')
+      .values({
+        owner_id: OWNER,
+        title: TITLE,
+        content: CONTENT,
+        visibility: VISIBILITY as Visibility,
+        created_at: CREATED_AT,
+        updated_at: CREATED_AT,
+      })
+      .returning(POST_COLUMNS)
+      .compile(),
+    [OWNER, TITLE, CONTENT, VISIBILITY, CREATED_AT],
+  ),
+}));
 
 /**
  * Deletes a post in one transaction: the post row is locked first (so a concurrent reply or recommend that points

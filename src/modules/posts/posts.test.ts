@@ -5,7 +5,8 @@ import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test
 import { backend } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import type { Caller } from '../../plugins/auth.js';
-import { createPostsRepository, reusable } from './posts.repository.js';
+import { reusable } from '../../db/compiled.js';
+import { createPostsRepository } from './posts.repository.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -108,6 +109,9 @@ describe('POST /users/{user_id}/posts', () => {
       },
     ]);
     expect(await postCount(app, owner.id)).toBe(1);
+    // Queued with the post, then written by the fan-out worker.
+    await app.fanout.drain();
+    expect(await app.db.selectFrom('fanout_queue').selectAll().execute()).toEqual([]);
     const entries = await app.db.selectFrom('feed_entries').selectAll().orderBy('user_id').execute();
     expect(entries).toEqual([
       { user_id: f1.id, post_id: post.id, owner_id: owner.id },
@@ -471,6 +475,7 @@ describe('DELETE /posts/{post_id}', () => {
     }
     expect(await postCount(app, owner.id)).toBe(2);
 
+    await app.fanout.drain();
     const res = await call(app, 'DELETE', `/posts/${doomed.id}`, { token: owner.token });
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
@@ -517,6 +522,7 @@ describe('DELETE /posts/{post_id}', () => {
     const post = await publish(app, owner, 'Kept', target === 'followers' || target === 'private' ? target : 'public');
     const token = { none: undefined, garbage: 'garbage', owner: owner.token, stranger: stranger.token, follower: follower.token }[who];
     const id = target === 'missing' ? 424242 : target === 'abc' ? 'abc' : post.id;
+    await app.fanout.drain();
     const res = await call(app, 'DELETE', `/posts/${id}`, { token });
     expect(res.statusCode).toBe(status);
     expect(res.headers['content-type']).toBe(PROBLEM);

@@ -1,0 +1,158 @@
+import type { FastifyInstance } from 'fastify';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { buildApp } from '../../app.js';
+import { PUBLIC_URL, buildTestApp, call, testConfig } from '../../../test/helpers/build-test-app.js';
+import { freshDatabase } from '../../../test/helpers/database.js';
+import { signUp, type TestUser } from '../../../test/helpers/factories.js';
+import { createFanout } from './feed.fanout.js';
+
+interface PostJson {
+  id: number;
+  title: string;
+}
+
+async function publish(app: FastifyInstance, user: TestUser, title: string, visibility = 'public'): Promise<PostJson> {
+  const res = await call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title, content: 'c', visibility } });
+  expect(res.statusCode).toBe(201);
+  return res.json();
+}
+
+async function follow(app: FastifyInstance, follower: TestUser, followee: TestUser): Promise<void> {
+  const res = await call(app, 'POST', `/users/${followee.id}/followers`, { token: follower.token, body: { id: follower.id } });
+  expect(res.statusCode).toBe(201);
+}
+
+/** Every page of a user's feed, following next links; answers the ids in order and the bodies of the pages. */
+async function readFeed(app: FastifyInstance, user: TestUser, limit: number): Promise<{ ids: number[]; bodies: string[] }> {
+  let path: string | undefined = `/users/${user.id}/feed?limit=${limit}`;
+  const ids: number[] = [];
+  const bodies: string[] = [];
+  while (path) {
+    const res = await call(app, 'GET', path, { token: user.token });
+    expect(res.statusCode).toBe(200);
+    bodies.push(res.body);
+    ids.push(...res.json<PostJson[]>().map((p) => p.id));
+    const match = /^<([^>]+)>; rel="next"$/.exec(String(res.headers.link ?? ''));
+    path = match?.[1]?.slice(PUBLIC_URL.length);
+  }
+  return { ids, bodies };
+}
+
+const queued = (app: FastifyInstance) => app.db.selectFrom('fanout_queue').select(['post_id', 'owner_id']).orderBy('post_id').execute();
+const entries = (app: FastifyInstance) =>
+  app.db.selectFrom('feed_entries').select(['user_id', 'post_id', 'owner_id']).orderBy('user_id').orderBy('post_id').execute();
+
+/** An app whose own worker is stopped, so that posts stay queued until the test drains them with `worker`. */
+async function appWithStoppedWorker() {
+  const app = await buildTestApp();
+  await app.fanout.close();
+  const worker = createFanout(app.db, app.dialect, app.log, { batchSize: 2, sweepMs: 60_000 });
+  onTestFinished(() => worker.close());
+  return { app, worker };
+}
+
+describe('fan-out worker', () => {
+  it('queues a new post with its owner, and writes one feed entry per follower when it drains', async () => {
+    const { app, worker } = await appWithStoppedWorker();
+    const owner = await signUp(app);
+    const [f1, f2] = [await signUp(app), await signUp(app)];
+    await follow(app, f1, owner);
+    await follow(app, f2, owner);
+    const post = await publish(app, owner, 'queued');
+    expect(await queued(app)).toEqual([{ post_id: post.id, owner_id: owner.id }]);
+    expect(await entries(app)).toEqual([]);
+
+    await worker.drain();
+    expect(await queued(app)).toEqual([]);
+    expect(await entries(app)).toEqual([
+      { user_id: f1.id, post_id: post.id, owner_id: owner.id },
+      { user_id: f2.id, post_id: post.id, owner_id: owner.id },
+    ]);
+  });
+
+  it('serves the same feed pages before and after the queue drains, mixing written and queued posts', async () => {
+    const { app, worker } = await appWithStoppedWorker();
+    const reader = await signUp(app);
+    const [a, b, stranger] = [await signUp(app), await signUp(app), await signUp(app)];
+    await follow(app, reader, a);
+    await follow(app, reader, b);
+    const ids: number[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await publish(app, i % 2 ? a : b, `written ${i}`)).id);
+    await publish(app, stranger, 'not followed');
+    await worker.drain();
+    for (let i = 0; i < 4; i++) ids.push((await publish(app, i % 2 ? a : b, `queued ${i}`)).id);
+    await publish(app, stranger, 'not followed either');
+    expect((await queued(app)).length).toBe(5);
+
+    const before = await readFeed(app, reader, 2);
+    expect(before.ids).toEqual([...ids].reverse());
+    expect(before.bodies.length).toBe(4);
+    await worker.drain();
+    expect(await queued(app)).toEqual([]);
+    expect((await entries(app)).filter((e) => e.user_id === reader.id).map((e) => e.post_id)).toEqual(ids);
+    expect(await readFeed(app, reader, 2)).toEqual(before);
+  });
+
+  it('applies visibility to queued posts as to written ones', async () => {
+    const { app } = await appWithStoppedWorker();
+    const owner = await signUp(app);
+    const reader = await signUp(app);
+    await follow(app, reader, owner);
+    await publish(app, owner, 'public');
+    await publish(app, owner, 'for followers', 'followers');
+    await publish(app, owner, 'private', 'private');
+    expect((await queued(app)).length).toBe(3);
+    const feed = await call(app, 'GET', `/users/${reader.id}/feed`, { token: reader.token });
+    expect(feed.json<PostJson[]>().map((p) => p.title)).toEqual(['for followers', 'public']);
+  });
+
+  it('writes no entry for a follower who unfollowed while the post was queued', async () => {
+    const { app, worker } = await appWithStoppedWorker();
+    const owner = await signUp(app);
+    const [stays, leaves] = [await signUp(app), await signUp(app)];
+    await follow(app, stays, owner);
+    await follow(app, leaves, owner);
+    const post = await publish(app, owner, 'queued');
+    const res = await call(app, 'DELETE', `/users/${owner.id}/followers/${leaves.id}`, { token: leaves.token });
+    expect(res.statusCode).toBe(200);
+    expect((await call(app, 'GET', `/users/${leaves.id}/feed`, { token: leaves.token })).json()).toEqual([]);
+    await worker.drain();
+    expect(await entries(app)).toEqual([{ user_id: stays.id, post_id: post.id, owner_id: owner.id }]);
+  });
+
+  it('drops a post deleted while queued from the queue, and writes nothing for it', async () => {
+    const { app, worker } = await appWithStoppedWorker();
+    const owner = await signUp(app);
+    const reader = await signUp(app);
+    await follow(app, reader, owner);
+    const post = await publish(app, owner, 'doomed');
+    expect((await call(app, 'DELETE', `/posts/${post.id}`, { token: owner.token })).statusCode).toBe(200);
+    expect(await queued(app)).toEqual([]);
+    await worker.drain();
+    expect(await entries(app)).toEqual([]);
+    expect((await call(app, 'GET', `/users/${reader.id}/feed`, { token: reader.token })).json()).toEqual([]);
+  });
+
+  it('drains, when the next process starts, what a process left queued', async () => {
+    const { handle, drop } = await freshDatabase();
+    onTestFinished(async () => {
+      await handle.destroy();
+      await drop();
+    });
+    const first = await buildApp(testConfig(), { database: handle, logger: false });
+    await first.ready();
+    await first.fanout.close(); // as if the process died before its worker ran
+    const owner = await signUp(first);
+    const reader = await signUp(first);
+    await follow(first, reader, owner);
+    const post = await publish(first, owner, 'left behind');
+    expect((await queued(first)).length).toBe(1);
+
+    // A second app on the same database: `close()` of an app would destroy the shared handle, so neither is closed.
+    const second = await buildApp(testConfig(), { database: handle, logger: false, migrate: false });
+    onTestFinished(() => second.fanout.close());
+    await second.ready();
+    await expect.poll(() => queued(second)).toEqual([]);
+    expect(await entries(second)).toEqual([{ user_id: reader.id, post_id: post.id, owner_id: owner.id }]);
+  });
+});
