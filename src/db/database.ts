@@ -51,11 +51,7 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
     pool.on('error', () => {});
     const nameOf = statementNames();
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: withNamedStatements(pool, nameOf) }) });
-    directReaders.set(db, async ({ sql: text, parameters }) => {
-      const name = nameOf(text);
-      const result = await pool.query({ ...(name === undefined ? {} : { name }), text, values: [...parameters] });
-      return result.rows;
-    });
+    directReaders.set(db, async ({ sql: text, parameters }) => (await pool.query(namedQuery(nameOf, text, parameters))).rows);
     return handle(db, 'postgres');
   }
   const file = url.replace(/^sqlite:/, '');
@@ -152,6 +148,12 @@ function statementNames(max = 500): (text: string) => string | undefined {
   };
 }
 
+/** The pg query for a SQL text: named (prepared once per connection) while names last, unnamed beyond. */
+function namedQuery(nameOf: (text: string) => string | undefined, text: string, values: ReadonlyArray<unknown>): pg.QueryConfig {
+  const name = nameOf(text);
+  return { ...(name === undefined ? {} : { name }), text, values: [...values] };
+}
+
 function withNamedStatements(pool: pg.Pool, nameOf: (text: string) => string | undefined): PostgresPool {
   // Kysely keeps its own state per client object, so each pooled client keeps one wrapper.
   const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
@@ -168,9 +170,8 @@ function withNamedStatements(pool: pg.Pool, nameOf: (text: string) => string | u
         ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
           // Streaming needs a cursor class in the dialect's config, which corkboard does not set.
           if (typeof text !== 'string') throw new Error('query streams are not supported');
-          const name = nameOf(text);
           return client
-            .query<pg.QueryResultRow & R>({ ...(name === undefined ? {} : { name }), text, values: [...values] })
+            .query<pg.QueryResultRow & R>(namedQuery(nameOf, text, values))
             .then((r) => ({ command: r.command as PostgresQueryResult<R>['command'], rowCount: r.rowCount ?? 0, rows: r.rows }));
         }
         wrapper = { query, release: () => client.release() };
