@@ -1,26 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../../app.js';
-import { PUBLIC_URL, buildTestApp, call, testConfig } from '../../../test/helpers/build-test-app.js';
+import { follow, nextPath, publish, type PostJson } from '../../../test/helpers/api.js';
+import { buildTestApp, call, testConfig } from '../../../test/helpers/build-test-app.js';
 import { freshDatabase } from '../../../test/helpers/database.js';
 import { signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { createFanout } from './feed.fanout.js';
-
-interface PostJson {
-  id: number;
-  title: string;
-}
-
-async function publish(app: FastifyInstance, user: TestUser, title: string, visibility = 'public'): Promise<PostJson> {
-  const res = await call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title, content: 'c', visibility } });
-  expect(res.statusCode).toBe(201);
-  return res.json();
-}
-
-async function follow(app: FastifyInstance, follower: TestUser, followee: TestUser): Promise<void> {
-  const res = await call(app, 'POST', `/users/${followee.id}/followers`, { token: follower.token, body: { id: follower.id } });
-  expect(res.statusCode).toBe(201);
-}
 
 /** Every page of a user's feed, following next links; answers the ids in order and the bodies of the pages. */
 async function readFeed(app: FastifyInstance, user: TestUser, limit: number): Promise<{ ids: number[]; bodies: string[] }> {
@@ -32,8 +17,7 @@ async function readFeed(app: FastifyInstance, user: TestUser, limit: number): Pr
     expect(res.statusCode).toBe(200);
     bodies.push(res.body);
     ids.push(...res.json<PostJson[]>().map((p) => p.id));
-    const match = /^<([^>]+)>; rel="next"$/.exec(String(res.headers.link ?? ''));
-    path = match?.[1]?.slice(PUBLIC_URL.length);
+    path = nextPath(res.headers.link);
   }
   return { ids, bodies };
 }

@@ -2,35 +2,12 @@ import type { FastifyInstance } from 'fastify';
 import { CompiledQuery } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
+import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
 import { backend } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { createFeedRepository } from './feed.repository.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
-
-interface PostJson {
-  id: number;
-  title: string;
-  ownerId: number;
-  visibility: string;
-  links: { rel: string; href: string; method: string }[];
-}
-
-async function publish(app: FastifyInstance, user: TestUser, title: string, visibility = 'public'): Promise<PostJson> {
-  const res = await call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title, content: 'c', visibility } });
-  if (res.statusCode !== 201) throw new Error(`publish failed: ${res.statusCode} ${res.body}`);
-  return res.json();
-}
-
-async function follow(app: FastifyInstance, follower: TestUser, followee: TestUser): Promise<void> {
-  const res = await call(app, 'POST', `/users/${followee.id}/followers`, { token: follower.token, body: { id: follower.id } });
-  if (res.statusCode !== 201) throw new Error(`follow failed: ${res.statusCode} ${res.body}`);
-}
-
-async function unfollow(app: FastifyInstance, follower: TestUser, followee: TestUser): Promise<void> {
-  const res = await call(app, 'DELETE', `/users/${followee.id}/followers/${follower.id}`, { token: follower.token });
-  if (res.statusCode !== 200) throw new Error(`unfollow failed: ${res.statusCode} ${res.body}`);
-}
 
 /** The titles on a user's feed, read with `token` (the user's own by default). */
 async function feedTitles(app: FastifyInstance, user: TestUser, token = user.token): Promise<string[]> {
@@ -38,11 +15,6 @@ async function feedTitles(app: FastifyInstance, user: TestUser, token = user.tok
   if (res.statusCode !== 200) throw new Error(`feed failed: ${res.statusCode} ${res.body}`);
   return res.json<PostJson[]>().map((p) => p.title);
 }
-
-const nextPath = (link: unknown) => {
-  const match = /^<([^>]+)>; rel="next"$/.exec(String(link));
-  return match?.[1] ? match[1].slice(PUBLIC_URL.length) : undefined;
-};
 
 describe('GET /users/{user_id}/feed', () => {
   it('lists the posts of followed users, newest first, with the four links that each answer 200', async () => {

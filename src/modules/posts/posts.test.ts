@@ -2,27 +2,15 @@ import type { FastifyInstance } from 'fastify';
 import { CompiledQuery } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
+import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
 import { backend } from '../../../test/helpers/database.js';
-import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
+import { createAdmin, signUp } from '../../../test/helpers/factories.js';
 import type { Caller } from '../../plugins/auth.js';
 import { reusable } from '../../db/compiled.js';
 import { createPostsRepository } from './posts.repository.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-
-interface PostJson {
-  id: number;
-  title: string;
-  content: string;
-  visibility: string;
-  ownerId: number;
-  replyCount: number;
-  recommendCount: number;
-  createdAt: string;
-  updatedAt: string;
-  links: { rel: string; href: string; method: string }[];
-}
 
 const postLinks = (id: number, ownerId: number) => [
   { rel: 'self', href: `${PUBLIC_URL}/posts/${id}`, method: 'GET' },
@@ -40,32 +28,9 @@ async function expectWorkingLinks(app: FastifyInstance, post: PostJson, token?: 
   }
 }
 
-async function publish(app: FastifyInstance, user: TestUser, title: string, visibility = 'public'): Promise<PostJson> {
-  const res = await call(app, 'POST', `/users/${user.id}/posts`, {
-    token: user.token,
-    body: { title, content: `${title} content`, visibility },
-  });
-  if (res.statusCode !== 201) throw new Error(`publish failed: ${res.statusCode} ${res.body}`);
-  return res.json();
-}
-
-async function follow(app: FastifyInstance, follower: TestUser, followee: TestUser): Promise<void> {
-  const res = await call(app, 'POST', `/users/${followee.id}/followers`, { token: follower.token, body: { id: follower.id } });
-  if (res.statusCode !== 201) throw new Error(`follow failed: ${res.statusCode} ${res.body}`);
-}
-
-async function unfollow(app: FastifyInstance, follower: TestUser, followee: TestUser): Promise<void> {
-  const res = await call(app, 'DELETE', `/users/${followee.id}/followers/${follower.id}`, { token: follower.token });
-  if (res.statusCode !== 200) throw new Error(`unfollow failed: ${res.statusCode} ${res.body}`);
-}
-
 const postCount = async (app: FastifyInstance, userId: number) =>
   (await app.db.selectFrom('users').select('post_count').where('id', '=', userId).executeTakeFirstOrThrow()).post_count;
 const postRows = (app: FastifyInstance) => app.db.selectFrom('posts').selectAll().orderBy('id').execute();
-const nextPath = (link: unknown) => {
-  const match = /^<([^>]+)>; rel="next"$/.exec(String(link));
-  return match?.[1] ? match[1].slice(PUBLIC_URL.length) : undefined;
-};
 
 describe('POST /users/{user_id}/posts', () => {
   it('publishes: 201, Location, the representation, post_count and one feed entry per follower', async () => {
