@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { buildTestApp } from '../../../test/helpers/build-test-app.js';
 import { createAdmin, signUp } from '../../../test/helpers/factories.js';
 import type { Caller } from '../../plugins/auth.js';
-import { findVisiblePost } from './posts.visibility.js';
+import { createPostsRepository } from './posts.repository.js';
 
 // The rule is exercised through the API by the posts, replies and recommends tests; this pins the predicate
 // itself (including the correlated follows lookup) against rows written directly.
@@ -29,7 +29,7 @@ describe('visibleTo', () => {
       .returning('id')
       .executeTakeFirstOrThrow();
     const as = (id: number, role: 'member' | 'admin' = 'member'): Caller => ({ id, role, tokenId: 0 });
-    const sees = async (caller: Caller | undefined) => (await findVisiblePost(app.db, post.id, caller)) !== undefined;
+    const sees = async (caller: Caller | undefined) => (await createPostsRepository(app.db).findVisible(post.id, caller)) !== undefined;
     expect({
       anonymous: await sees(undefined),
       follower: await sees(as(follower.id)),

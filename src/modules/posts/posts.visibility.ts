@@ -1,5 +1,5 @@
-import { sql, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
-import type { Database, PostRow } from '../../db/types.js';
+import { sql, type Expression, type ExpressionBuilder, type SqlBool } from 'kysely';
+import type { Database } from '../../db/types.js';
 import type { Caller } from '../../plugins/auth.js';
 
 /**
@@ -27,9 +27,4 @@ export function visibleTo(caller: Caller | undefined) {
       ]),
     ]);
   };
-}
-
-/** The post if it exists and the caller may see it; otherwise undefined (the caller answers 404). */
-export function findVisiblePost(db: Kysely<Database>, id: number, caller: Caller | undefined): Promise<PostRow | undefined> {
-  return db.selectFrom('posts').selectAll().where('id', '=', id).where(visibleTo(caller)).executeTakeFirst();
 }

@@ -4,7 +4,7 @@ import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
-import { findVisiblePost } from '../posts/posts.visibility.js';
+import { createPostsRepository } from '../posts/posts.repository.js';
 import { problems, toUser } from '../users/users.routes.js';
 import { UserSchema } from '../users/users.schemas.js';
 import { createRecommendsRepository } from './recommends.repository.js';
@@ -19,6 +19,7 @@ import { createRecommend, deleteRecommend } from './recommends.service.js';
  */
 const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const recommends = createRecommendsRepository(app.db);
+  const posts = createPostsRepository(app.db);
 
   app.get(
     '/posts/:post_id/recommends',
@@ -41,7 +42,7 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
-      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
       const scope = `recommends|${postId}`;
       const rows = await keysetPage(request, reply, scope, request.query, (page) => recommends.listRecommenders(postId, page));
       return rows.map((r) => toUser(r, app.links));
@@ -75,7 +76,7 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       const userId = request.body.id;
-      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
       if (userId !== caller.id) throw AppError.forbidden('A user may recommend a post only for themself');
       const result = await createRecommend(app.db, postId, userId);
       if (result.outcome === 'duplicate') throw AppError.conflict('id', 'already recommends this post');
@@ -102,7 +103,7 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
-      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
       const row = await recommends.findRecommender(postId, toId(request.params.user_id));
       if (!row) throw AppError.notFound('recommend');
       return toUser(row, app.links);
@@ -132,7 +133,7 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       const userId = toId(request.params.user_id);
-      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.badRequest('post_id', 'names no post');
+      if (!(await posts.findVisible(postId, caller))) throw AppError.badRequest('post_id', 'names no post');
       if (!isSelfOrAdmin(caller, userId)) {
         if (!(await recommends.findRecommender(postId, userId))) throw AppError.badRequest('user_id', 'does not recommend this post');
         throw AppError.forbidden('Only the recommending user or an admin may withdraw a recommend');

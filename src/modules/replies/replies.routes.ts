@@ -6,7 +6,7 @@ import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
-import { findVisiblePost } from '../posts/posts.visibility.js';
+import { createPostsRepository } from '../posts/posts.repository.js';
 import { problems } from '../users/users.routes.js';
 import { createRepliesRepository } from './replies.repository.js';
 import {
@@ -36,10 +36,11 @@ export function toReply(row: ReplyRow, links: Links): Reply {
 
 /**
  * Replies hang off a post: whoever may not see the post finds neither it nor its replies (404; 400 on DELETE,
- * seed §7), and `findVisiblePost` is the only statement of who sees what.
+ * seed §7), and the posts repository's `findVisible` (through `visibleTo`) is the only statement of who sees what.
  */
 const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const replies = createRepliesRepository(app.db);
+  const posts = createPostsRepository(app.db);
 
   app.get(
     '/posts/:post_id/replies',
@@ -62,7 +63,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
-      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
       const rows = await keysetPage(request, reply, `replies|${postId}`, request.query, (page) => replies.listByPost(postId, page));
       return rows.map((r) => toReply(r, app.links));
     },
@@ -89,7 +90,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
-      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
       const row = await createReply(app.db, { postId, authorId: caller.id, content: request.body.content });
       // The post (or the caller's account) was deleted between the check and the insert.
       if (!row) throw AppError.notFound('post');
@@ -114,7 +115,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
-      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
       const row = await replies.findInPost(postId, toId(request.params.reply_id));
       if (!row) throw AppError.notFound('reply');
       return toReply(row, app.links);
@@ -147,7 +148,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const postId = toId(request.params.post_id);
       const id = toId(request.params.reply_id);
       if (request.body.id !== undefined && request.body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
-      if (!(await findVisiblePost(app.db, postId, caller))) throw AppError.notFound('post');
+      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
       const current = await replies.findInPost(postId, id);
       if (!current) throw AppError.notFound('reply');
       if (current.author_id !== caller.id) throw AppError.forbidden('Only its author may replace a reply');
@@ -181,7 +182,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       const id = toId(request.params.reply_id);
-      const post = await findVisiblePost(app.db, postId, caller);
+      const post = await posts.findVisible(postId, caller);
       if (!post) throw AppError.badRequest('post_id', 'names no post');
       const current = await replies.findInPost(postId, id);
       if (!current) throw AppError.badRequest('reply_id', 'names no reply of this post');
