@@ -56,7 +56,10 @@ export default fp(
       return { id: owner.userId, role: owner.role, tokenId: owner.tokenId };
     }
 
-    const optional = (request: FastifyRequest) => (request.callerPromise ??= resolve(request));
+    // Most reads are anonymous: they share one settled promise instead of running the async resolver each time.
+    const anonymous = Promise.resolve(undefined);
+    const optional = (request: FastifyRequest) =>
+      request.headers.authorization === undefined ? anonymous : (request.callerPromise ??= resolve(request));
     const required = async (request: FastifyRequest) => {
       const caller = await optional(request);
       if (!caller) throw AppError.unauthorized();
