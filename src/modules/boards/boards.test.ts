@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
+import { createBoardsRepository } from './boards.repository.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -92,6 +93,35 @@ describe('GET /boards/list and GET /boards: the window', () => {
       });
       expect(body.data.items.map((b: { id: number }) => b.id)).toEqual(want.map((o) => ids[o]));
     }
+  });
+
+  it('finds every window from either end exactly, even when the total it steered by is stale', async () => {
+    const app = await buildTestApp();
+    const author = await signUp(app);
+    let ids = await seedBoards(app, author.id, 7);
+    // A repository that has never listed counts from the newest end; once it has seen the total, pages in the
+    // older half are counted from the oldest end. Both must give the same windows.
+    const cold = () => createBoardsRepository(app.db);
+    const warm = createBoardsRepository(app.db);
+    await warm.window(0, 1);
+    const check = async (n: number) => {
+      for (let offset = 0; offset <= n + 2; offset++) {
+        for (const count of [1, 2, 3, 5, 20]) {
+          const want = ids.slice(offset, offset + count);
+          for (const repo of [cold(), warm]) {
+            const { rows, total } = await repo.window(offset, count);
+            expect({ offset, count, ids: rows.map((r) => r.id), total }).toEqual({ offset, count, ids: want, total: n });
+          }
+        }
+      }
+    };
+    await check(7);
+    // More boards than the warm repository last saw (its hint is now stale), then fewer.
+    ids = [...(await seedBoards(app, author.id, 4)), ...ids];
+    await check(11);
+    await app.db.deleteFrom('boards').where('id', 'in', ids.slice(0, 6)).execute();
+    ids = ids.slice(6);
+    await check(5);
   });
 
   it('answers an empty page when there are no boards at all', async () => {
