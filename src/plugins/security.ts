@@ -27,7 +27,8 @@ export default fp(
     await app.register(cors, {
       origin: true,
       methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE'],
-      exposedHeaders: ['Location', 'Link', 'X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'],
+      // One string, not a list: the plugin joins a list anew on every response.
+      exposedHeaders: ['Location', 'Link', 'X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'].join(', '),
       maxAge: 600,
     });
 
