@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { expect } from 'vitest';
 import { PUBLIC_URL, call } from './build-test-app.js';
 import type { TestUser } from './factories.js';
 
@@ -38,8 +39,13 @@ export async function unfollow(app: FastifyInstance, follower: TestUser, followe
   if (res.statusCode !== 200) throw new Error(`unfollow failed: ${res.statusCode} ${res.body}`);
 }
 
-/** The path (PUBLIC_URL stripped) of a `Link: <…>; rel="next"` header, or undefined on the last page. */
-export const nextPath = (link: unknown) => {
+/**
+ * The target of a `Link: <…>; rel="next"` header as a path for inject (PUBLIC_URL stripped), after checking it is
+ * absolute on PUBLIC_URL; undefined when there is no header (the last page).
+ */
+export function nextPath(link: unknown): string | undefined {
+  if (link === undefined) return undefined;
   const match = /^<([^>]+)>; rel="next"$/.exec(String(link));
-  return match?.[1] ? match[1].slice(PUBLIC_URL.length) : undefined;
-};
+  expect(match?.[1]).toMatch(new RegExp(`^${PUBLIC_URL}/`));
+  return match![1]!.slice(PUBLIC_URL.length);
+}

@@ -1,7 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { expect } from 'vitest';
 import type { Visibility } from '../../src/db/types.js';
-import { PUBLIC_URL, type Response } from './build-test-app.js';
 import { createAdmin, signUp, type TestUser } from './factories.js';
 
 /**
@@ -94,13 +92,4 @@ export async function buildWorld(app: FastifyInstance): Promise<World> {
   };
   const users: Record<Viewer, TestUser | undefined> = { anonymous: undefined, follower, stranger, owner, admin };
   return { owner, follower, stranger, admin, posts, user: (v) => users[v], token: (v) => users[v]?.token };
-}
-
-/** The target of a `Link: <…>; rel="next"` header as a path for inject, after checking it is absolute on PUBLIC_URL. */
-export function nextPath(res: Response): string | undefined {
-  const header = res.headers.link;
-  if (header === undefined) return undefined;
-  const match = /^<([^>]+)>; rel="next"$/.exec(String(header));
-  expect(match?.[1]).toMatch(new RegExp(`^${PUBLIC_URL}/`));
-  return match![1]!.slice(PUBLIC_URL.length);
 }

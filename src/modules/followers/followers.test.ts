@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call, type Response } from '../../../test/helpers/build-test-app.js';
 import { backend } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
+import { nextPath } from '../../../test/helpers/api.js';
 import type { Visibility } from '../../db/types.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
@@ -49,10 +50,6 @@ const feedRows = (app: FastifyInstance) =>
   app.db.selectFrom('feed_entries').select(['user_id', 'post_id', 'owner_id']).orderBy('user_id').orderBy('post_id').execute();
 
 const ids = (body: { id: number }[]) => body.map((u) => u.id);
-const nextPath = (link: unknown) => {
-  const href = /^<([^>]+)>; rel="next"$/.exec(String(link))?.[1];
-  return href === undefined ? undefined : href.slice(PUBLIC_URL.length);
-};
 
 describe('POST /users/{user_id}/followers', () => {
   it('lets a user follow: 201, Location, the follower with counters moved, the relation and feed entries stored', async () => {

@@ -7,10 +7,10 @@ import {
   buildWorld,
   insertFollow,
   insertPost,
-  nextPath,
   postCounters,
   removeFollow,
 } from '../../../test/helpers/posts.js';
+import { nextPath } from '../../../test/helpers/api.js';
 import { createRecommend } from './recommends.service.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
@@ -201,7 +201,7 @@ describe('GET /posts/{post_id}/recommends', () => {
         await recommend(app, postId, late);
         expect(res.headers.link).toMatch(new RegExp(`^<${PUBLIC_URL}/posts/${postId}/recommends\\?limit=3&cursor=[^>]+>; rel="next"$`));
       }
-      path = nextPath(res);
+      path = nextPath(res.headers.link);
       pages++;
     }
     expect(seen).toEqual(users.map((u) => u.id));
@@ -216,7 +216,7 @@ describe('GET /posts/{post_id}/recommends', () => {
     await recommend(app, w.posts.public, w.owner);
     await recommend(app, w.posts.public, w.follower);
     const first = await call(app, 'GET', `/posts/${w.posts.public}/recommends?limit=1`);
-    const cursor = new URL(`${PUBLIC_URL}${nextPath(first)!}`).searchParams.get('cursor');
+    const cursor = new URL(`${PUBLIC_URL}${nextPath(first.headers.link)!}`).searchParams.get('cursor');
     expect((await call(app, 'GET', `/posts/${w.posts.public}/recommends?cursor=${cursor}`)).statusCode).toBe(200);
     expect((await call(app, 'GET', `/posts/${other}/recommends?cursor=${cursor}`)).statusCode).toBe(400);
     expect((await call(app, 'GET', `/posts/${w.posts.public}/replies?cursor=${cursor}`)).statusCode).toBe(400);

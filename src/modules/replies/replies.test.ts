@@ -7,10 +7,10 @@ import {
   buildWorld,
   insertFollow,
   insertPost,
-  nextPath,
   postCounters,
   removeFollow,
 } from '../../../test/helpers/posts.js';
+import { nextPath } from '../../../test/helpers/api.js';
 import { createReply } from './replies.service.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
@@ -205,7 +205,7 @@ describe('GET /posts/{post_id}/replies', () => {
         ids.push((await postReply(app, postId, w.stranger.token, 'late')).id);
         expect(res.headers.link).toMatch(new RegExp(`^<${PUBLIC_URL}/posts/${postId}/replies\\?limit=3&cursor=[^>]+>; rel="next"$`));
       }
-      path = nextPath(res);
+      path = nextPath(res.headers.link);
       pages++;
     }
     expect(seen).toEqual(ids);
@@ -231,7 +231,7 @@ describe('GET /posts/{post_id}/replies', () => {
     await postReply(app, w.posts.public, w.owner.token);
     await postReply(app, w.posts.public, w.owner.token);
     const first = await call(app, 'GET', `/posts/${w.posts.public}/replies?limit=1`);
-    const cursor = new URL(`${PUBLIC_URL}${nextPath(first)!}`).searchParams.get('cursor');
+    const cursor = new URL(`${PUBLIC_URL}${nextPath(first.headers.link)!}`).searchParams.get('cursor');
     expect((await call(app, 'GET', `/posts/${other}/replies?cursor=${cursor}`)).statusCode).toBe(400);
     expect((await call(app, 'GET', `/users?cursor=${cursor}`)).statusCode).toBe(400);
   });
