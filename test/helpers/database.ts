@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { CompiledQuery, type Kysely } from 'kysely';
 import pg from 'pg';
 import { createDatabase, type DatabaseHandle } from '../../src/db/database.js';
+import type { Database } from '../../src/db/types.js';
 
 export type Backend = 'sqlite' | 'postgres';
 export const backend: Backend = process.env.TEST_BACKEND === 'postgres' ? 'postgres' : 'sqlite';
@@ -61,4 +63,11 @@ async function adminQuery(url: string, text: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/** SQLite's `EXPLAIN QUERY PLAN` for exactly the SQL and parameters a repository compiled: one line per step. */
+export async function sqlitePlan(db: Kysely<Database>, query: { compile(): CompiledQuery }): Promise<string[]> {
+  const { sql, parameters } = query.compile();
+  const plan = await db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${sql}`, [...parameters]));
+  return plan.rows.map((r) => r.detail);
 }

@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { CompiledQuery } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
-import { backend } from '../../../test/helpers/database.js';
+import { backend, sqlitePlan } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { createFeedRepository } from './feed.repository.js';
 
@@ -223,11 +222,7 @@ describe('the feed page query compiled once', () => {
 describe('query plan (SQLite): a deep feed page walks the feed_entries primary key, never sorts', () => {
   it.skipIf(backend === 'postgres').each(['member', 'admin'] as const)('for the feed of a %s', async (role) => {
     const app = await buildTestApp();
-    const compiled = createFeedRepository(app.db).pageQuery({ id: 1, role }, { limit: 20, after: 500 }).compile();
-    const plan = await app.db.executeQuery<{ detail: string }>(
-      CompiledQuery.raw(`EXPLAIN QUERY PLAN ${compiled.sql}`, [...compiled.parameters]),
-    );
-    const details = plan.rows.map((r) => r.detail);
+    const details = await sqlitePlan(app.db, createFeedRepository(app.db).pageQuery({ id: 1, role }, { limit: 20, after: 500 }));
     // feed_entries is a WITHOUT ROWID table: its composite primary key is the table itself.
     expect(details[0]).toBe('SEARCH feed_entries USING PRIMARY KEY (user_id=? AND post_id<?)');
     expect(details[1]).toBe('SEARCH posts USING INTEGER PRIMARY KEY (rowid=?)');
@@ -238,11 +233,7 @@ describe('query plan (SQLite): a deep feed page walks the feed_entries primary k
 describe('query plan (SQLite): the queued-posts query walks the fan-out queue, never the posts table', () => {
   it.skipIf(backend === 'postgres').each(['member', 'admin'] as const)('for the feed of a %s', async (role) => {
     const app = await buildTestApp();
-    const compiled = createFeedRepository(app.db).queuedQuery({ id: 1, role }, { limit: 20, after: 500 }).compile();
-    const plan = await app.db.executeQuery<{ detail: string }>(
-      CompiledQuery.raw(`EXPLAIN QUERY PLAN ${compiled.sql}`, [...compiled.parameters]),
-    );
-    const details = plan.rows.map((r) => r.detail);
+    const details = await sqlitePlan(app.db, createFeedRepository(app.db).queuedQuery({ id: 1, role }, { limit: 20, after: 500 }));
     // Without statistics SQLite cannot know the queue is small; the plan must not depend on it knowing.
     expect(details[0]).toMatch(/^SEARCH fanout_queue USING INTEGER PRIMARY KEY \(rowid<\?\)$/);
     expect(details.join('\n')).not.toMatch(/TEMP B-TREE|MULTI-INDEX|SCAN posts|SEARCH posts USING INDEX/);

@@ -3,7 +3,7 @@ import { CompiledQuery } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
-import { backend } from '../../../test/helpers/database.js';
+import { backend, sqlitePlan } from '../../../test/helpers/database.js';
 import { createAdmin, signUp } from '../../../test/helpers/factories.js';
 import type { Caller } from '../../plugins/auth.js';
 import { reusable } from '../../db/compiled.js';
@@ -569,11 +569,7 @@ describe('query plans (SQLite): deep pages walk an index, never sort', () => {
     ['GET /users/{id}/posts, signed in', (r: ReturnType<typeof createPostsRepository>) => r.listByOwnerQuery(2, member(1), { limit: 20, after: 500 }), 'USING INDEX posts_owner_id (owner_id=? AND id<?)'],
   ])('%s', async (_case, build, expected) => {
     const app = await buildTestApp();
-    const compiled = build(createPostsRepository(app.db)).compile();
-    const plan = await app.db.executeQuery<{ detail: string }>(
-      CompiledQuery.raw(`EXPLAIN QUERY PLAN ${compiled.sql}`, [...compiled.parameters]),
-    );
-    const details = plan.rows.map((r) => r.detail);
+    const details = await sqlitePlan(app.db, build(createPostsRepository(app.db)));
     expect(details.find((d) => d.startsWith('SEARCH posts '))).toBe(`SEARCH posts ${expected}`);
     expect(details.join('\n')).not.toMatch(/TEMP B-TREE|SCAN posts|MULTI-INDEX/);
   });
