@@ -30,9 +30,8 @@ export function createBoardsRepository(db: Kysely<Database>) {
       // In ascending order the page starts `total - offset - count` boards in (0 for a short last page) and holds
       // `total - offset` boards at most (none past the end). CASE keeps both non-negative: PostgreSQL rejects a
       // negative LIMIT and SQLite reads it as "no limit".
-      const counter = sql<number>`(select value from counters where name = 'boards')`;
-      const skip = sql<number>`case when ${counter} - ${offset} - ${count} > 0 then ${counter} - ${offset} - ${count} else 0 end`;
-      const take = sql<number>`case when ${counter} - ${offset} < ${count} then (case when ${counter} - ${offset} > 0 then ${counter} - ${offset} else 0 end) else ${count} end`;
+      const skip = sql<number>`case when ${total} - ${offset} - ${count} > 0 then ${total} - ${offset} - ${count} else 0 end`;
+      const take = sql<number>`case when ${total} - ${offset} <= 0 then 0 when ${total} - ${offset} < ${count} then ${total} - ${offset} else ${count} end`;
       // The counter row drives the query (a left join), so it answers `total` even for a page past the end. The
       // page skips boards over their ids alone (a deferred join: see the boards_id migration) and reads only the
       // rows it returns.
