@@ -40,7 +40,7 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * only touch log lines that carry such objects.
  */
 const CREDENTIAL_FIELDS = ['password', 'currentPassword', 'newPassword', 'token'];
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   ...['req.headers', 'headers'].flatMap((parent) => [`${parent}.authorization`, `${parent}.cookie`]),
   ...['body', 'req.body', 'user', 'input'].flatMap((parent) => CREDENTIAL_FIELDS.map((field) => `${parent}.${field}`)),
 ];

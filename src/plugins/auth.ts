@@ -46,9 +46,8 @@ export default fp(
     const tokens = createTokensRepository(app.db);
     app.decorateRequest('callerPromise', null);
 
-    async function resolve(request: FastifyRequest): Promise<Caller | undefined> {
-      const header = request.headers.authorization;
-      if (header === undefined) return undefined;
+    /** The caller behind an Authorization header; 401 unless it is a valid, unexpired bearer token. */
+    async function resolve(header: string): Promise<Caller> {
       const match = BEARER.exec(header);
       if (!match?.[1]) throw AppError.invalidToken();
       const owner = await tokens.findOwnerByHash(hashToken(match[1]));
@@ -58,8 +57,10 @@ export default fp(
 
     // Most reads are anonymous: they share one settled promise instead of running the async resolver each time.
     const anonymous = Promise.resolve(undefined);
-    const optional = (request: FastifyRequest) =>
-      request.headers.authorization === undefined ? anonymous : (request.callerPromise ??= resolve(request));
+    const optional = (request: FastifyRequest): Promise<Caller | undefined> => {
+      const header = request.headers.authorization;
+      return header === undefined ? anonymous : (request.callerPromise ??= resolve(header));
+    };
     const required = async (request: FastifyRequest) => {
       const caller = await optional(request);
       if (!caller) throw AppError.unauthorized();
