@@ -18,7 +18,7 @@ interface Sample {
 
 interface Series {
   labels: { method: string; route: string; status_code: number };
-  /** Observations per bucket (not cumulative); the last slot is above the largest bound. */
+  /** Observations per bucket (not cumulative); those above the largest bound are only in `count` (+Inf). */
   counts: number[];
   sum: number;
   count: number;
@@ -45,12 +45,12 @@ export class DurationHistogram {
     const key = `${method} ${statusCode} ${route}`;
     let s = this.series.get(key);
     if (!s) {
-      s = { labels: { method, route, status_code: statusCode }, counts: new Array<number>(BUCKETS.length + 1).fill(0), sum: 0, count: 0 };
+      s = { labels: { method, route, status_code: statusCode }, counts: new Array<number>(BUCKETS.length).fill(0), sum: 0, count: 0 };
       this.series.set(key, s);
     }
     let i = 0;
     while (i < BUCKETS.length && seconds > (BUCKETS[i] as number)) i++;
-    s.counts[i] = (s.counts[i] as number) + 1;
+    if (i < BUCKETS.length) s.counts[i] = (s.counts[i] as number) + 1;
     s.sum += seconds;
     s.count += 1;
   }
