@@ -159,7 +159,6 @@ export default fp(
   async (app) => {
     const patterns = new Map<string, RoutePattern>();
     app.addHook('onRoute', (route) => {
-      if (route.url === '*' || route.url === '/*') return; // the CORS preflight catch-all is not a resource
       documentErrors(route);
       const source = route.url
         .split('/')

@@ -361,12 +361,46 @@ describe('protocol-level methods', () => {
     });
     expect(preflight.statusCode).toBe(204);
     expect(preflight.headers['access-control-allow-origin']).toBe('http://app.example');
-    expect(String(preflight.headers['access-control-allow-methods'])).toContain('PUT');
+    expect(preflight.headers['access-control-allow-methods']).toBe('GET, HEAD, POST, PUT, DELETE');
+    expect(preflight.headers['access-control-max-age']).toBe('600');
+    expect(preflight.headers.vary).toBe('Origin, Access-Control-Request-Headers');
+    expect(preflight.headers['access-control-allow-headers']).toBeUndefined();
+    expect(preflight.body).toBe('');
+    // The headers a browser asks to send are allowed back, whatever they are (the token, JSON, idempotency keys).
+    const withHeaders = await call(app, 'OPTIONS', '/users', {
+      headers: { origin: 'http://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+    });
+    expect(withHeaders.statusCode).toBe(204);
+    expect(withHeaders.headers['access-control-allow-headers']).toBe('authorization, content-type');
+    // A "preflight" without an Origin is no CORS request: it is a plain OPTIONS.
+    const noOrigin = await call(app, 'OPTIONS', '/users/1', { headers: { 'access-control-request-method': 'PUT' } });
+    expect(noOrigin.statusCode).toBe(405);
+    expect(noOrigin.headers['access-control-allow-origin']).toBeUndefined();
     const plain = await call(app, 'OPTIONS', '/users/1');
     expect(plain.statusCode).toBe(405);
     expect(plain.headers.allow).toBe('DELETE, GET, HEAD, PUT');
     expect(plain.headers['content-type']).toBe(PROBLEM);
     expect((await call(app, 'OPTIONS', '/nowhere')).statusCode).toBe(404);
+  });
+
+  it('adds CORS headers to answers for a browser origin, errors included, and only Vary without one', async () => {
+    const app = await buildTestApp();
+    const a = await signUp(app);
+    const origin = 'https://app.example';
+    for (const [url, status] of [[`/users/${a.id}`, 200], ['/users/999999', 404], ['/nowhere', 404]] as const) {
+      const res = await call(app, 'GET', url, { headers: { origin } });
+      expect(res.statusCode).toBe(status);
+      expect(res.headers['access-control-allow-origin']).toBe(origin);
+      expect(res.headers['access-control-expose-headers']).toBe(
+        'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset',
+      );
+      expect(res.headers.vary).toBe('Origin');
+    }
+    const plain = await call(app, 'GET', `/users/${a.id}`);
+    expect(plain.statusCode).toBe(200);
+    expect(plain.headers.vary).toBe('Origin');
+    expect(plain.headers['access-control-allow-origin']).toBeUndefined();
+    expect(plain.headers['access-control-expose-headers']).toBeUndefined();
   });
 
   it('answers 500 with a generic body and a request id when the database fails', async () => {
