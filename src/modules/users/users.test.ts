@@ -340,8 +340,14 @@ describe('whole-interface rules', () => {
     const app = await buildTestApp();
     expect((await call(app, 'GET', '/health', { headers: { 'x-request-id': 'abc-123' } })).headers['x-request-id']).toBe('abc-123');
     const generated = (await call(app, 'GET', '/health', { headers: { 'x-request-id': 'bad id\twith spaces' } })).headers['x-request-id'];
-    expect(generated).toMatch(/^[0-9a-f-]{36}$/);
-    expect((await call(app, 'GET', '/nowhere')).headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(generated).toMatch(/^[0-9a-f]{16}-[0-9a-z]+$/);
+    const next = String((await call(app, 'GET', '/nowhere')).headers['x-request-id']);
+    expect(next).toMatch(/^[0-9a-f]{16}-[0-9a-z]+$/);
+    // One process: the same random prefix, a new counter. Another process (app): another prefix.
+    expect(next).not.toBe(generated);
+    expect(next.split('-')[0]).toBe(String(generated).split('-')[0]);
+    const other = await buildTestApp();
+    expect(String((await call(other, 'GET', '/health')).headers['x-request-id']).split('-')[0]).not.toBe(String(generated).split('-')[0]);
   });
 });
 
