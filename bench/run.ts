@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { createCursorCodec } from '../src/shared/pagination.js';
 import { generateDataset } from './lib/dataset.js';
+import { CALLGRIND_ENV, callgrindPrefix, countInstructions, instructionMarkdown, instructionResults, type InstructionCount } from './lib/instructions.js';
 import { runLoad, type LoadResult, type LoadTool, type RequestSpec } from './lib/load.js';
 import { freePort, run, startServer, which, type ServerProcess } from './lib/process.js';
 import { addRatios, evaluate, markdown, summarise, textTable, type Report, type ScenarioResult } from './lib/report.js';
@@ -38,7 +39,11 @@ const HELP = `Usage: npm run bench -- [options]
   --no-build                  skip npm run build
   --reuse-seed                SQLite: keep the seeded database in bench/.work/seed-cache and start from a copy of
                               it next time (same sizes, seed, migrations and seeder); for iterating on the service
-  --seed N                    data generator seed (default 42)`;
+  --seed N                    data generator seed (default 42)
+  --instructions              count instructions per request with valgrind's callgrind instead of timing load:
+                              steady to ~0.2% on a noisy machine, user space only (see bench/README.md)
+  --requests N                with --instructions: requests counted per scenario, after 4 × N to warm up
+                              (default 2000)`;
 
 const { values: args } = parseArgs({
   options: {
@@ -61,6 +66,8 @@ const { values: args } = parseArgs({
     'no-build': { type: 'boolean', default: false },
     'reuse-seed': { type: 'boolean', default: false },
     seed: { type: 'string', default: '42' },
+    instructions: { type: 'boolean', default: false },
+    requests: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -88,6 +95,9 @@ const runs = int('runs', args.runs, 3);
 const duration = int('duration', args.duration, quick ? 1 : 10);
 const warmup = int('warmup', args.warmup, quick ? 1 : 5, 0);
 const connections = int('connections', args.connections, 50);
+const counted = int('requests', args.requests, quick ? 300 : 2_000);
+const instructions = args.instructions;
+if (instructions && !which('valgrind')) throw new Error('--instructions needs valgrind (apt-get install valgrind)');
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 process.chdir(root);
 const work = path.join(root, 'bench/.work', `run-${backend}-${process.pid}`);
@@ -179,10 +189,13 @@ async function main(): Promise<void> {
     const profileDir = path.join(root, 'bench/.work/profiles');
     if (args.profile) fs.mkdirSync(profileDir, { recursive: true });
     const [node = 'node', ...nodeArgs] = startCommand();
+    // With --instructions every server runs under callgrind, counting nothing until a scenario is measured.
+    const under = instructions ? callgrindPrefix(work) : [];
+    const underEnv = instructions ? CALLGRIND_ENV : {};
     const corkboard = await startServer({
       name: 'corkboard',
-      command: [node, ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...nodeArgs],
-      env: { DATABASE_URL: corkboardUrl, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1' },
+      command: [...under, node, ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...nodeArgs],
+      env: { DATABASE_URL: corkboardUrl, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1', ...underEnv },
       port: await freePort(),
       pin: pinServer,
       readyPath: '/health',
@@ -190,8 +203,8 @@ async function main(): Promise<void> {
     servers.push(corkboard);
     const constant = await startServer({
       name: 'baseline-constant',
-      command: ['node', 'bench/.work/dist/baselines/constant.js'],
-      env: {},
+      command: [...under, 'node', 'bench/.work/dist/baselines/constant.js'],
+      env: underEnv,
       port: await freePort(),
       pin: pinServer,
       readyPath: '/',
@@ -199,8 +212,8 @@ async function main(): Promise<void> {
     servers.push(constant);
     const database = await startServer({
       name: `baseline-${backend}`,
-      command: ['node', `bench/.work/dist/baselines/${backend}.js`],
-      env: baselineEnv,
+      command: [...under, 'node', `bench/.work/dist/baselines/${backend}.js`],
+      env: { ...baselineEnv, ...underEnv },
       port: await freePort(),
       pin: pinServer,
       readyPath: '/',
@@ -237,6 +250,38 @@ async function main(): Promise<void> {
 
     for (const scenario of list) await sanityCheck(scenario, serverOf[scenario.target].port);
     log('all scenarios answer as expected');
+
+    if (instructions) {
+      log(`counting instructions: ${counted} requests per scenario after ${counted * 4} to warm up`);
+      const counts = new Map<string, InstructionCount>();
+      for (const [i, scenario] of list.entries()) {
+        const count = await countInstructions(serverOf[scenario.target], scenario.spec, work, {
+          warm: counted * 4,
+          count: counted,
+          seed: 1000 + i,
+        });
+        counts.set(scenario.key, count);
+        log(`  ${scenario.key.padEnd(26)} ${Math.round(count.perRequest).toLocaleString('en-US').padStart(10)} instructions/request` +
+          `${count.failed ? `  FAILED ${count.failed}` : ''}`);
+      }
+      const { rows, targets: judged } = instructionResults(list, counts, targets(backend));
+      const table = instructionMarkdown(rows, judged);
+      log('');
+      log(table);
+      const date = new Date().toISOString().slice(0, 10);
+      const meta = { backend, date, commit: gitCommit(), node: process.versions.node, ...sizes, counted, warmed: counted * 4 };
+      fs.mkdirSync(outDir, { recursive: true });
+      const base = path.join(outDir, `${date}-${backend}-instructions${quick ? '-quick' : ''}`);
+      fs.writeFileSync(`${base}.json`, `${JSON.stringify({ meta, scenarios: rows, targets: judged }, null, 2)}\n`);
+      fs.writeFileSync(
+        `${base}.md`,
+        `# Instructions per request: ${backend}, ${date}\n\n${sizes.users.toLocaleString('en-US')} users, ` +
+          `${sizes.posts.toLocaleString('en-US')} posts; callgrind, main thread, ${counted} requests counted per scenario ` +
+          `after ${meta.warmed} to warm up, 10 at a time. Node ${meta.node}, commit ${meta.commit}.\n\n${table}`,
+      );
+      log(`written ${path.relative(root, base)}.json and .md`);
+      return;
+    }
 
     const loadOptions = (port: number, seconds: number) => ({ port, seconds, connections, pin: pinLoad, workDir: work });
     const rssMax = new Map<string, number>();

@@ -22,6 +22,12 @@ export interface TargetSpec {
   scenario: string;
   baseline: string;
   min: number;
+  /**
+   * The two sides answer differently sized responses (a page of 20 posts against one post), so a ratio of
+   * instruction counts says less than the ratio of times does (socket work per request does not grow with the
+   * page): `--instructions` shows it without judging it.
+   */
+  unlikeResponses?: true;
 }
 
 export interface ScenarioContext {
@@ -155,8 +161,8 @@ export function targets(backend: Backend): TargetSpec[] {
     { title: 'GET /posts/{id} ≥ 0.85 × bare Fastify + better-sqlite3 point read', scenario: 'get-post', baseline: 'baseline-sqlite-read', min: 0.85 },
     { title: 'POST /users/{id}/posts (10 followers) ≥ 0.50 × bare Fastify + better-sqlite3 insert', scenario: 'create-post', baseline: 'baseline-sqlite-insert', min: 0.5 },
     { title: 'GET /posts deep page ≥ 0.90 × first page', scenario: 'list-posts-deep', baseline: 'list-posts-first', min: 0.9 },
-    { title: 'GET /posts first page ≥ 0.25 × GET /posts/{id}', scenario: 'list-posts-first', baseline: 'get-post', min: 0.25 },
-    { title: 'Feed (following 1,000 users) ≥ 0.20 × GET /posts/{id}', scenario: 'feed', baseline: 'get-post', min: 0.2 },
+    { title: 'GET /posts first page ≥ 0.25 × GET /posts/{id}', scenario: 'list-posts-first', baseline: 'get-post', min: 0.25, unlikeResponses: true },
+    { title: 'Feed (following 1,000 users) ≥ 0.20 × GET /posts/{id}', scenario: 'feed', baseline: 'get-post', min: 0.2, unlikeResponses: true },
   ];
 }
 
