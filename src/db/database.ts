@@ -148,10 +148,14 @@ function statementNames(max = 500): (text: string) => string | undefined {
   };
 }
 
-/** The pg query for a SQL text: named (prepared once per connection) while names last, unnamed beyond. */
+/**
+ * The pg query for a SQL text: named (prepared once per connection) while names last, unnamed beyond. Always the
+ * same object shape (`name` may be undefined, which pg treats as unnamed), so pg's Query reads it at one map; the
+ * values are passed as they are (pg maps them into the Bind message without changing the array). Before, a
+ * conditional spread and a copy of the values cost ~1.8 µs of a ~130 µs PostgreSQL point read in CPU profiles.
+ */
 function namedQuery(nameOf: (text: string) => string | undefined, text: string, values: ReadonlyArray<unknown>): pg.QueryConfig {
-  const name = nameOf(text);
-  return { ...(name === undefined ? {} : { name }), text, values: [...values] };
+  return { name: nameOf(text), text, values: values as unknown[] };
 }
 
 function withNamedStatements(pool: pg.Pool, nameOf: (text: string) => string | undefined): PostgresPool {
