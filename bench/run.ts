@@ -96,6 +96,7 @@ const duration = int('duration', args.duration, quick ? 1 : 10);
 const warmup = int('warmup', args.warmup, quick ? 1 : 5, 0);
 const connections = int('connections', args.connections, 50);
 const counted = int('requests', args.requests, quick ? 300 : 2_000);
+const warmed = counted * 4;
 const instructions = args.instructions;
 if (instructions && !which('valgrind')) throw new Error('--instructions needs valgrind (apt-get install valgrind)');
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -252,11 +253,11 @@ async function main(): Promise<void> {
     log('all scenarios answer as expected');
 
     if (instructions) {
-      log(`counting instructions: ${counted} requests per scenario after ${counted * 4} to warm up`);
+      log(`counting instructions: ${counted} requests per scenario after ${warmed} to warm up`);
       const counts = new Map<string, InstructionCount>();
       for (const [i, scenario] of list.entries()) {
         const count = await countInstructions(serverOf[scenario.target], scenario.spec, work, {
-          warm: counted * 4,
+          warm: warmed,
           count: counted,
           seed: 1000 + i,
         });
@@ -268,18 +269,14 @@ async function main(): Promise<void> {
       const table = instructionMarkdown(rows, judged);
       log('');
       log(table);
-      const date = new Date().toISOString().slice(0, 10);
-      const meta = { backend, date, commit: gitCommit(), node: process.versions.node, ...sizes, counted, warmed: counted * 4 };
-      fs.mkdirSync(outDir, { recursive: true });
-      const base = path.join(outDir, `${date}-${backend}-instructions${quick ? '-quick' : ''}`);
-      fs.writeFileSync(`${base}.json`, `${JSON.stringify({ meta, scenarios: rows, targets: judged }, null, 2)}\n`);
-      fs.writeFileSync(
-        `${base}.md`,
-        `# Instructions per request: ${backend}, ${date}\n\n${sizes.users.toLocaleString('en-US')} users, ` +
+      const meta = { backend, date: today(), commit: gitCommit(), node: process.versions.node, ...sizes, counted, warmed };
+      writeResults(
+        'instructions',
+        { meta, scenarios: rows, targets: judged },
+        `# Instructions per request: ${backend}, ${meta.date}\n\n${sizes.users.toLocaleString('en-US')} users, ` +
           `${sizes.posts.toLocaleString('en-US')} posts; callgrind, main thread, ${counted} requests counted per scenario ` +
-          `after ${meta.warmed} to warm up, 10 at a time. Node ${meta.node}, commit ${meta.commit}.\n\n${table}`,
+          `after ${warmed} to warm up, 10 at a time. Node ${meta.node}, commit ${meta.commit}.\n\n${table}`,
       );
-      log(`written ${path.relative(root, base)}.json and .md`);
       return;
     }
 
@@ -322,7 +319,7 @@ async function main(): Promise<void> {
     const results: ScenarioResult[] = list.map((s) => summarise(s, measured.get(s.key) ?? [], rssMax.get(s.key) ?? 0));
     addRatios(results);
     const rssCorkboard = Math.max(...results.filter((r) => r.target === 'corkboard').map((r) => r.rssMaxMb), 0);
-    const date = new Date().toISOString().slice(0, 10);
+    const date = today();
     const { tokens: _tokens, cursorSecret: _secret, ...seeding } = seeded;
     const report: Report = {
       meta: {
@@ -356,15 +353,22 @@ async function main(): Promise<void> {
     };
     log('');
     log(textTable(report));
-    fs.mkdirSync(outDir, { recursive: true });
-    const base = path.join(outDir, `${date}-${backend}${quick ? '-quick' : ''}`);
-    fs.writeFileSync(`${base}.json`, `${JSON.stringify(report, null, 2)}\n`);
-    fs.writeFileSync(`${base}.md`, markdown(report));
-    log(`written ${path.relative(root, base)}.json and .md`);
+    writeResults(undefined, report, markdown(report));
   } finally {
     for (const server of servers) await server.stop();
     for (const cleanup of cleanups.reverse()) await cleanup().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
   }
+}
+
+const today = () => new Date().toISOString().slice(0, 10);
+
+/** Writes `<date>-<backend>[-kind][-quick].json` and `.md` into the results directory. */
+function writeResults(kind: string | undefined, json: unknown, md: string): void {
+  fs.mkdirSync(outDir, { recursive: true });
+  const base = path.join(outDir, `${today()}-${backend}${kind ? `-${kind}` : ''}${quick ? '-quick' : ''}`);
+  fs.writeFileSync(`${base}.json`, `${JSON.stringify(json, null, 2)}\n`);
+  fs.writeFileSync(`${base}.md`, md);
+  log(`written ${path.relative(root, base)}.json and .md`);
 }
 
 /**

@@ -1,5 +1,5 @@
 import autocannon from 'autocannon';
-import type { LoadResult, RequestSpec } from './load.js';
+import { randomPaths, type LoadResult, type RequestSpec } from './load.js';
 
 /**
  * The fallback load generator, run as its own (pinned) process so that it never shares the server's CPU:
@@ -7,8 +7,7 @@ import type { LoadResult, RequestSpec } from './load.js';
  */
 const job = JSON.parse(process.argv[2] ?? '{}') as { url: string; spec: RequestSpec; seconds: number; connections: number };
 const { spec } = job;
-const [prefix, suffix] = spec.path.includes('{id}') ? (spec.path.split('{id}') as [string, string]) : [spec.path, undefined];
-const idMax = spec.idMax ?? 1;
+const nextPath = randomPaths(spec);
 
 const result = await autocannon({
   url: job.url,
@@ -21,16 +20,7 @@ const result = await autocannon({
       path: spec.path.replace('{id}', '1'),
       headers: { ...(spec.body === undefined ? {} : { 'content-type': 'application/json' }), ...spec.headers },
       ...(spec.body === undefined ? {} : { body: spec.body }),
-      ...(suffix === undefined
-        ? {}
-        : {
-            // Ids that are multiples of 10 are not public posts: step to the id below.
-            setupRequest: (request) => {
-              let k = 1 + Math.floor(Math.random() * idMax);
-              if (k % 10 === 0) k -= 1;
-              return { ...request, path: `${prefix}${k}${suffix}` };
-            },
-          }),
+      ...(spec.path.includes('{id}') ? { setupRequest: (request) => ({ ...request, path: nextPath() }) } : {}),
     },
   ],
 });

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { RequestSpec } from './load.js';
+import { randomPaths, type RequestSpec } from './load.js';
 import { prng } from './dataset.js';
 
 /**
@@ -38,15 +38,8 @@ const control = (pid: number, ...args: string[]) => exec('callgrind_control', [.
 /** `count` requests of one shape, `concurrency` at a time over keep-alive connections; answers the failures. */
 export async function fixedLoad(spec: RequestSpec, port: number, count: number, seed: number, concurrency = 10): Promise<number> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-  const random = prng(seed);
-  const [prefix, suffix] = spec.path.includes('{id}') ? (spec.path.split('{id}') as [string, string]) : [spec.path, undefined];
-  // Like the wrk script: a random id in 1..idMax, stepping off the non-public multiples of 10.
-  const nextPath = () => {
-    if (suffix === undefined) return prefix;
-    let id = 1 + Math.floor(random() * (spec.idMax ?? 1));
-    if (id % 10 === 0) id -= 1;
-    return `${prefix}${id}${suffix}`;
-  };
+  // Seeded, so that every run counts the same requests.
+  const nextPath = randomPaths(spec, prng(seed));
   let sent = 0;
   let failed = 0;
   const one = () =>

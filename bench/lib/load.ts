@@ -17,6 +17,22 @@ export interface RequestSpec {
   body?: string;
 }
 
+/**
+ * The request paths of a spec: its path as it is, or with `{id}` replaced on every call by a random public post id
+ * in 1..idMax (ids that are multiples of 10 are not public: step to the id below). The wrk script does the same in
+ * Lua; the Node load generators (autocannon, the instruction counter) call this.
+ */
+export function randomPaths(spec: RequestSpec, random: () => number = Math.random): () => string {
+  if (!spec.path.includes('{id}')) return () => spec.path;
+  const [prefix, suffix] = spec.path.split('{id}') as [string, string];
+  const idMax = spec.idMax ?? 1;
+  return () => {
+    let id = 1 + Math.floor(random() * idMax);
+    if (id % 10 === 0) id -= 1;
+    return `${prefix}${id}${suffix}`;
+  };
+}
+
 export interface LoadResult {
   requests: number;
   seconds: number;
