@@ -32,27 +32,24 @@ export default fp(
     app.addHook('onRequest', (request, reply, done) => {
       reply.header('x-request-id', request.id);
       const { origin } = request.headers;
-      if (request.method === 'OPTIONS') {
-        if (origin === undefined || request.headers['access-control-request-method'] === undefined) {
-          app.refuseRequest(request, reply);
-          return;
-        }
-        // A preflight: allow the interface's methods and whatever headers the browser asks to send (the bearer
-        // token's Authorization, Content-Type, Idempotency-Key, ...), for any origin.
-        const requestedHeaders = request.headers['access-control-request-headers'];
-        reply
-          .header('vary', 'Origin, Access-Control-Request-Headers')
-          .header('access-control-allow-origin', origin)
-          .header('access-control-expose-headers', EXPOSED_HEADERS)
-          .header('access-control-allow-methods', ALLOWED_METHODS)
-          .header('access-control-max-age', PREFLIGHT_MAX_AGE);
-        if (requestedHeaders !== undefined) reply.header('access-control-allow-headers', requestedHeaders);
-        reply.code(204).header('content-length', '0').send();
+      // An OPTIONS that passes this check is a preflight: a browser (Origin) asking whether it may send a method.
+      const isOptions = request.method === 'OPTIONS';
+      if (isOptions && (origin === undefined || request.headers['access-control-request-method'] === undefined)) {
+        app.refuseRequest(request, reply);
         return;
       }
-      reply.header('vary', 'Origin');
+      reply.header('vary', isOptions ? 'Origin, Access-Control-Request-Headers' : 'Origin');
       if (origin !== undefined) reply.header('access-control-allow-origin', origin).header('access-control-expose-headers', EXPOSED_HEADERS);
-      done();
+      if (!isOptions) {
+        done();
+        return;
+      }
+      // Allow the interface's methods and whatever headers the browser asks to send (the bearer token's
+      // Authorization, Content-Type, Idempotency-Key, ...), for any origin.
+      reply.header('access-control-allow-methods', ALLOWED_METHODS).header('access-control-max-age', PREFLIGHT_MAX_AGE);
+      const requestedHeaders = request.headers['access-control-request-headers'];
+      if (requestedHeaders !== undefined) reply.header('access-control-allow-headers', requestedHeaders);
+      reply.code(204).header('content-length', '0').send();
     });
 
     const { rateLimit: limits } = app.config;
