@@ -40,9 +40,8 @@ export class DurationHistogram {
   readonly aggregator = 'sum';
   /** Every series of every route, for rendering; each route's observer finds its own by method and status. */
   private readonly series = new Set<Series>();
-  private readonly observers = new Map<string, (method: string, statusCode: number, seconds: number) => void>();
-  /** Each observer's series by method and status; a reset empties them (route hooks keep their observers). */
-  private readonly tables: Array<Map<string, Map<number, Series>>> = [];
+  /** Per route pattern: its observer and its series by method and status (a reset empties those; hooks keep the observer). */
+  private readonly routes = new Map<string, { observe: (method: string, statusCode: number, seconds: number) => void; byMethod: Map<string, Map<number, Series>> }>();
 
   constructor(
     readonly name: string,
@@ -55,10 +54,9 @@ export class DurationHistogram {
    */
   forRoute(route: string): (method: string, statusCode: number, seconds: number) => void {
     // One observer per pattern: routes that share a pattern (GET and PUT /users/:user_id) share its series.
-    const existing = this.observers.get(route);
-    if (existing) return existing;
+    const existing = this.routes.get(route);
+    if (existing) return existing.observe;
     const byMethod = new Map<string, Map<number, Series>>();
-    this.tables.push(byMethod);
     const observe = (method: string, statusCode: number, seconds: number) => {
       let byStatus = byMethod.get(method);
       if (!byStatus) byMethod.set(method, (byStatus = new Map()));
@@ -74,7 +72,7 @@ export class DurationHistogram {
       s.sum += seconds;
       s.count += 1;
     };
-    this.observers.set(route, observe);
+    this.routes.set(route, { observe, byMethod });
     return observe;
   }
 
@@ -95,7 +93,7 @@ export class DurationHistogram {
 
   reset(): void {
     this.series.clear();
-    for (const table of this.tables) table.clear();
+    for (const { byMethod } of this.routes.values()) byMethod.clear();
   }
 }
 
