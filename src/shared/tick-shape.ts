@@ -17,23 +17,18 @@ import { createHook } from 'node:async_hooks';
  * How: async_hooks hands a new tick object to an `init` hook as its resource; the hook is enabled for exactly one
  * nextTick and disabled again (with no hook left, Node removes its promise and tick hooks, so nothing is paid per
  * request). test/runtime/tick-shape.test.ts checks the feedback state with V8's own DebugPrint.
+ * This runs once, when the module is first imported.
  */
-let kept: object | undefined;
-
-export function keepTickObjectShape(): object | undefined {
-  if (kept !== undefined) return kept;
-  const hook = createHook({
-    init(_asyncId, type, _triggerAsyncId, resource) {
-      if (type === 'TickObject' && kept === undefined) kept = resource as object;
-    },
-  });
-  hook.enable();
-  try {
-    process.nextTick(() => {});
-  } finally {
-    hook.disable();
-  }
-  return kept;
+/** The kept tick object; exported so that the module's namespace holds it for as long as the process runs. */
+export let kept: object | undefined;
+const hook = createHook({
+  init(_asyncId, type, _triggerAsyncId, resource) {
+    if (type === 'TickObject' && kept === undefined) kept = resource as object;
+  },
+});
+hook.enable();
+try {
+  process.nextTick(() => {});
+} finally {
+  hook.disable();
 }
-
-keepTickObjectShape();
