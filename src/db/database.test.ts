@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../../test/helpers/database.js';
 import { readCompiled, type DatabaseHandle } from './database.js';
 import { migrateToLatest } from './migrate.js';
+import type { Eventually } from '../shared/eventually.js';
 
 describe('readCompiled', () => {
   let handle: DatabaseHandle;
@@ -25,8 +26,14 @@ describe('readCompiled', () => {
     expect(await readCompiled(handle.db, query)).toEqual((await handle.db.executeQuery(query)).rows);
   });
 
+  it('answers at once on SQLite outside a transaction (no promise), and a promise on PostgreSQL', async () => {
+    const rows = readCompiled(handle.db, settingQuery(handle));
+    expect(rows instanceof Promise).toBe(handle.dialect === 'postgres');
+    expect(await rows).toEqual([]);
+  });
+
   it('never sees the uncommitted rows of a transaction that is awaiting its next step', async () => {
-    let readDuringTransaction: Promise<unknown[]> | undefined;
+    let readDuringTransaction: Eventually<unknown[]> | undefined;
     await expect(
       handle.db.transaction().execute(async (trx) => {
         await trx.insertInto('settings').values({ key: 'probe', value: 'uncommitted' }).execute();

@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import { Kysely, PostgresDialect, SqliteDialect, sql, type CompiledQuery, type PostgresCursor, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult, type SqliteDatabase } from 'kysely';
 import type { Database } from './types.js';
+import type { Eventually } from '../shared/eventually.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -74,7 +75,7 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   return handle(db, 'sqlite');
 }
 
-type DirectReader = (query: CompiledQuery) => unknown[] | Promise<unknown[]>;
+type DirectReader = (query: CompiledQuery) => Eventually<unknown[]>;
 const directReaders = new WeakMap<Kysely<Database>, DirectReader>();
 
 /**
@@ -83,17 +84,19 @@ const directReaders = new WeakMap<Kysely<Database>, DirectReader>();
  * executor (plugins, connection acquisition, a promise per step) costs more than SQLite takes for a point read,
  * and the hottest routes run queries compiled ahead of time, so there is nothing left for Kysely to do. Inside a
  * transaction (a `Transaction` instance, which has no direct reader) the query runs through Kysely as usual.
+ * On SQLite outside a transaction the rows come back at once, not as a promise (see `Eventually`).
  */
-export async function readCompiled<R>(db: Kysely<Database>, query: CompiledQuery<R>): Promise<R[]> {
+export function readCompiled<R>(db: Kysely<Database>, query: CompiledQuery<R>): Eventually<R[]> {
   const direct = directReaders.get(db);
-  if (direct) return (await direct(query)) as R[];
-  return (await db.executeQuery(query)).rows;
+  return direct ? (direct(query) as Eventually<R[]>) : db.executeQuery(query).then((result) => result.rows);
 }
 
 /**
  * Kysely's SQLite driver prepares every statement afresh, which costs more than running a point read. Queries
  * come in a small set of shapes (values travel as parameters), so prepared statements are kept per SQL text, the
- * least recently used dropped beyond `size`. Sharing one is safe: Kysely runs one query at a time per connection.
+ * oldest dropped beyond `size` (first in, first out: the shapes are far fewer than `size`, and keeping a hit at
+ * the young end would cost a Map delete and set on every query). Sharing one is safe: Kysely runs one query at a
+ * time per connection.
  */
 function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase {
   const cache = new Map<string, SQLite.Statement>();
@@ -101,13 +104,11 @@ function withStatementCache(sqlite: SQLite.Database, size = 500): SqliteDatabase
     close: () => sqlite.close(),
     prepare(text: string) {
       let statement = cache.get(text);
-      if (statement) {
-        cache.delete(text);
-      } else {
+      if (statement === undefined) {
         statement = sqlite.prepare(text);
         if (cache.size >= size) cache.delete(cache.keys().next().value as string);
+        cache.set(text, statement);
       }
-      cache.set(text, statement);
       return statement;
     },
   };

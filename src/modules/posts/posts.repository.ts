@@ -1,6 +1,7 @@
 import { sql, type CompiledQuery, type Kysely } from 'kysely';
 import { reusable } from '../../db/compiled.js';
 import { readCompiled } from '../../db/database.js';
+import { whenReady, type Eventually } from '../../shared/eventually.js';
 import type { Database, PostRow, Visibility } from '../../db/types.js';
 import type { Caller } from '../../plugins/auth.js';
 import { visibleTo } from './posts.visibility.js';
@@ -17,6 +18,8 @@ export const POST_COLUMNS = [
   'posts.created_at',
   'posts.updated_at',
 ] as const;
+
+const firstRow = <R>(rows: R[]): R | undefined => rows[0];
 
 /** Stand-in values for a query compiled ahead of time; no id is negative, so they cannot clash with real values. */
 const ID_STAND_IN = -1;
@@ -133,9 +136,8 @@ export function createPostsRepository(db: Kysely<Database>) {
     listCompiled: (caller: Caller | undefined, page: PageOptions) => listCompiled(callerKind(caller), caller?.id ?? 0, page),
 
     /** The post if it exists and the caller may see it. */
-    async findVisible(id: number, caller: Caller | undefined): Promise<PostRow | undefined> {
-      const [row] = await readCompiled(db, findVisibleCompiled(id, caller));
-      return row;
+    findVisible(id: number, caller: Caller | undefined): Eventually<PostRow | undefined> {
+      return whenReady(readCompiled(db, findVisibleCompiled(id, caller)), firstRow);
     },
 
     async list(caller: Caller | undefined, page: PageOptions): Promise<PostRow[]> {

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import type { PostRow } from '../../db/types.js';
 import { bearer, isSelfOrAdmin } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
+import { whenReady } from '../../shared/eventually.js';
 import type { Links } from '../../shared/links.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
@@ -72,11 +73,14 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: { description: 'The post', ...PostSchema }, 401: problems[401], 404: problems[404]('post') },
       },
     },
-    async (request) => {
-      const row = await posts.findVisible(toId(request.params.post_id), await app.auth.optional(request));
-      if (!row) throw AppError.notFound('post');
-      return toPost(row, app.links);
-    },
+    // Without async/await: on SQLite an anonymous read then completes synchronously (see `Eventually`).
+    (request) =>
+      whenReady(app.auth.optional(request), (caller) =>
+        whenReady(posts.findVisible(toId(request.params.post_id), caller), (row) => {
+          if (!row) throw AppError.notFound('post');
+          return toPost(row, app.links);
+        }),
+      ),
   );
 
   app.put(
