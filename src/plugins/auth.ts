@@ -4,6 +4,7 @@ import type { Role } from '../db/types.js';
 import { AppError } from '../shared/errors.js';
 import type { Eventually } from '../shared/eventually.js';
 import { createTokensRepository, hashToken } from '../modules/tokens/tokens.repository.js';
+import { nowIso } from '../shared/clock.js';
 
 /** The authenticated user behind a request. */
 export interface Caller {
@@ -55,7 +56,7 @@ export default fp(
       const match = BEARER.exec(header);
       if (!match?.[1]) throw AppError.invalidToken();
       const owner = await tokens.findOwnerByHash(hashToken(match[1]));
-      if (!owner || owner.expiresAt <= new Date().toISOString()) throw AppError.invalidToken();
+      if (!owner || owner.expiresAt <= nowIso()) throw AppError.invalidToken();
       return { id: owner.userId, role: owner.role, tokenId: owner.tokenId };
     }
 

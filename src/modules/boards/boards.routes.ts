@@ -19,6 +19,7 @@ import {
   UpdatedEnvelope,
   type Board,
 } from './boards.schemas.js';
+import { nowIso } from '../../shared/clock.js';
 
 /** The one place a board row becomes the API's representation. */
 export function toBoard(row: BoardRow): Board {
@@ -157,7 +158,7 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         author_id: caller.id,
         title: request.body.title,
         content: request.body.content,
-        now: new Date().toISOString(),
+        now: nowIso(),
       });
       reply.code(201).header('location', app.links.url(`/boards/${row.id}`));
       return created(toBoard(row));
@@ -196,7 +197,7 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!current) throw AppError.notFound('board');
       if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may replace this board');
       // The author never changes, so the check above still holds; only a concurrent delete can intervene.
-      const updated = await boards.update(id, { title: body.title, content: body.content, updated_at: new Date().toISOString() });
+      const updated = await boards.update(id, { title: body.title, content: body.content, updated_at: nowIso() });
       if (!updated) throw AppError.notFound('board');
       return ok('updated' as const);
     },

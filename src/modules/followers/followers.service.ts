@@ -5,6 +5,7 @@ import { constraintKind } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { USER_COLUMNS, type PublicUserRow } from '../users/users.repository.js';
 import { createFollowersRepository } from './followers.repository.js';
+import { nowIso } from '../../shared/clock.js';
 
 /**
  * `followerId` starts following `followeeId`, in one transaction: the relation, both counters and the follower's
@@ -19,7 +20,7 @@ export async function follow(db: Kysely<Database>, followeeId: number, followerI
   try {
     return await inTransaction(db, async (trx) => {
       const follows = createFollowersRepository(trx);
-      await follows.insert(followeeId, followerId, new Date().toISOString());
+      await follows.insert(followeeId, followerId, nowIso());
       await follows.adjustCounts(followeeId, followerId, 1);
       await follows.addPostsToFeed(followeeId, followerId);
       return trx.selectFrom('users').select(USER_COLUMNS).where('id', '=', followerId).executeTakeFirstOrThrow();

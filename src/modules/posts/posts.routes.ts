@@ -13,6 +13,7 @@ import { UserParamsSchema } from '../users/users.schemas.js';
 import { createPostsRepository } from './posts.repository.js';
 import { CreatePostBodySchema, PostParamsSchema, PostSchema, ReplacePostBodySchema, type Post } from './posts.schemas.js';
 import { createPost, deletePost } from './posts.service.js';
+import { nowIso } from '../../shared/clock.js';
 
 /** The one place a post row becomes the API's representation. */
 export function toPost(row: PostRow, links: Links): Post {
@@ -117,7 +118,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         title: body.title,
         content: body.content,
         visibility: body.visibility,
-        updated_at: new Date().toISOString(),
+        updated_at: nowIso(),
       });
       if (!row) throw AppError.notFound('post');
       return toPost(row, app.links);

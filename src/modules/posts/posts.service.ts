@@ -4,6 +4,7 @@ import type { Database, PostRow, Visibility } from '../../db/types.js';
 import { inTransaction, lockRow } from '../../db/transaction.js';
 import { perDatabase, reusable } from '../../db/compiled.js';
 import { createPostsRepository, POST_COLUMNS } from './posts.repository.js';
+import { nowIso } from '../../shared/clock.js';
 
 /**
  * Creates a post in one transaction: the owner's post_count and the post, which a trigger queues for the fan-out
@@ -16,7 +17,7 @@ export async function createPost(
   input: { title: string; content: string; visibility?: Visibility },
 ): Promise<PostRow | undefined> {
   const statements = createStatements(db);
-  const createdAt = new Date().toISOString();
+  const createdAt = nowIso();
   return inTransaction(db, async (trx) => {
     const counted = await trx.executeQuery(statements.countPost([ownerId]));
     if (!counted.numAffectedRows) return undefined;

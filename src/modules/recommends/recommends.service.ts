@@ -4,6 +4,7 @@ import { inTransaction } from '../../db/transaction.js';
 import type { Database } from '../../db/types.js';
 import type { PublicUserRow } from '../users/users.repository.js';
 import { createRecommendsRepository } from './recommends.repository.js';
+import { nowIso } from '../../shared/clock.js';
 
 export type CreateRecommendResult =
   | { outcome: 'created'; user: PublicUserRow }
@@ -20,7 +21,7 @@ export async function createRecommend(db: Kysely<Database>, postId: number, user
   try {
     return await inTransaction(db, async (trx) => {
       const recommends = createRecommendsRepository(trx);
-      await recommends.insert({ post_id: postId, user_id: userId, created_at: new Date().toISOString() });
+      await recommends.insert({ post_id: postId, user_id: userId, created_at: nowIso() });
       await recommends.addToRecommendCount(postId, 1);
       const user = await recommends.findRecommender(postId, userId);
       if (!user) throw new Error('a recommend just inserted is not readable in its own transaction');

@@ -18,6 +18,7 @@ import {
   type Reply,
 } from './replies.schemas.js';
 import { createReply, deleteReply } from './replies.service.js';
+import { nowIso } from '../../shared/clock.js';
 
 /** The one place a reply row becomes the API's representation. */
 export function toReply(row: ReplyRow, links: Links): Reply {
@@ -152,7 +153,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const current = await replies.findInPost(postId, id);
       if (!current) throw AppError.notFound('reply');
       if (current.author_id !== caller.id) throw AppError.forbidden('Only its author may replace a reply');
-      const row = await replies.update(postId, id, { content: request.body.content, updated_at: new Date().toISOString() });
+      const row = await replies.update(postId, id, { content: request.body.content, updated_at: nowIso() });
       if (!row) throw AppError.notFound('reply');
       return toReply(row, app.links);
     },

@@ -3,6 +3,7 @@ import { isForeignKeyViolation } from '../../db/errors.js';
 import { inTransaction } from '../../db/transaction.js';
 import type { Database, ReplyRow } from '../../db/types.js';
 import { createRepliesRepository } from './replies.repository.js';
+import { nowIso } from '../../shared/clock.js';
 
 /**
  * Inserts a reply and counts it on its post in one transaction. Returns undefined when the post (or the author)
@@ -21,7 +22,7 @@ export async function createReply(
         post_id: input.postId,
         author_id: input.authorId,
         content: input.content,
-        created_at: new Date().toISOString(),
+        created_at: nowIso(),
       });
       await replies.addToReplyCount(input.postId, 1);
       return row;

@@ -19,6 +19,7 @@ import {
   type User,
 } from './users.schemas.js';
 import { createUser, deleteAllUsers, deleteUser } from './users.service.js';
+import { nowIso } from '../../shared/clock.js';
 
 /** The one place a user row becomes the API's representation. */
 export function toUser(row: PublicUserRow, links: Links): User {
@@ -170,7 +171,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           display_name: body.displayName,
           bio: body.bio,
           ...(body.role !== undefined ? { role: body.role } : {}),
-          updated_at: new Date().toISOString(),
+          updated_at: nowIso(),
         });
         if (!row) throw AppError.notFound('user');
         return toUser(row, app.links);
@@ -210,7 +211,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!(await verifyPassword(request.body.currentPassword, stored.password_hash))) {
         throw new AppError(403, 'currentPassword is incorrect', [{ field: 'currentPassword', message: 'is incorrect' }]);
       }
-      await users.setPassword(id, await hashPassword(request.body.newPassword, passwordHashMemoryKib), new Date().toISOString());
+      await users.setPassword(id, await hashPassword(request.body.newPassword, passwordHashMemoryKib), nowIso());
       await tokens.removeAllOfUserExcept(id, caller.tokenId);
       const row = await users.findById(id);
       if (!row) throw AppError.notFound('user');

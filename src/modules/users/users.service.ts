@@ -6,6 +6,7 @@ import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
 import { createUsersRepository, type PublicUserRow } from './users.repository.js';
+import { nowIso } from '../../shared/clock.js';
 
 /** Creates a user; a username taken in any letter case is a 409 naming `username`. */
 export async function createUser(
@@ -13,7 +14,7 @@ export async function createUser(
   input: { username: string; password: string; displayName?: string; bio?: string; role?: Role },
   passwordHashMemoryKib: number,
 ): Promise<PublicUserRow> {
-  const now = new Date().toISOString();
+  const now = nowIso();
   const passwordHash = await hashPassword(input.password, passwordHashMemoryKib);
   try {
     return await createUsersRepository(db).insert({
@@ -100,7 +101,7 @@ export async function ensureAdmin(
   const existing = await users.findCredentialsByUsername(username);
   if (existing) {
     if (existing.role === 'admin') return 'unchanged';
-    await users.setRole(existing.id, 'admin', new Date().toISOString());
+    await users.setRole(existing.id, 'admin', nowIso());
     return 'promoted';
   }
   if (password === undefined) throw new Error(`user "${username}" does not exist; a password is needed to create it`);
