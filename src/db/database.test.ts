@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../../test/helpers/database.js';
-import { readCompiled, type DatabaseHandle } from './database.js';
+import pg from 'pg';
+import { pgTimestampToIso, readCompiled, type DatabaseHandle } from './database.js';
 import { migrateToLatest } from './migrate.js';
 import type { Eventually } from '../shared/eventually.js';
 
@@ -53,5 +54,30 @@ describe('readCompiled', () => {
       return readCompiled(trx, settingQuery(handle));
     });
     expect(seen).toEqual([{ key: 'probe', value: 'mine' }]);
+  });
+});
+
+describe('pgTimestampToIso', () => {
+  const parseDate = pg.types.getTypeParser(1184) as (text: string) => Date;
+  const viaDate = (text: string) => parseDate(text).toISOString();
+
+  it('rewrites what PostgreSQL prints in a UTC session into the text toISOString gives, for every millisecond', () => {
+    for (let ms = 0; ms < 1000; ms++) {
+      // PostgreSQL drops trailing zeros of the fraction, and the fraction itself when it is zero.
+      const fraction = ms === 0 ? '' : `.${String(ms).padStart(3, '0').replace(/0+$/, '')}`;
+      const text = `2026-02-01 23:59:07${fraction}+00`;
+      expect(pgTimestampToIso(text, parseDate)).toBe(viaDate(text));
+    }
+  });
+
+  it('truncates microseconds to milliseconds as a Date does', () => {
+    for (const text of ['2026-02-01 00:00:00.123999+00', '2026-02-01 00:00:00.000001+00', '1999-12-31 23:59:59.9999+00']) {
+      expect(pgTimestampToIso(text, parseDate)).toBe(viaDate(text));
+    }
+  });
+
+  it('leaves anything else to the Date route', () => {
+    expect(pgTimestampToIso('2026-02-01 01:00:00+01', parseDate)).toBe('2026-02-01T00:00:00.000Z');
+    expect(pgTimestampToIso('0044-03-15 12:00:00+00 BC', parseDate)).toBe(viaDate('0044-03-15 12:00:00+00 BC'));
   });
 });

@@ -28,12 +28,25 @@ export interface DatabaseOptions {
 // These parsers are set per pool (not globally) so that a caller's own pg usage is untouched.
 const PG_INT8 = 20;
 const PG_TIMESTAMPTZ = 1184;
+/**
+ * A timestamptz as PostgreSQL prints it in a UTC session (`2026-02-01 00:01:37.12+00`): the ISO 8601 text is the
+ * same digits rearranged (`2026-02-01T00:01:37.120Z`), so it is rewritten rather than parsed into a Date and
+ * formatted back (`toISOString` costs ~7,000 instructions: two a post row). Milliseconds are truncated, as a
+ * Date does. Anything else (infinity, BC years, years past 9999) takes the Date route.
+ */
+const PG_UTC_TIMESTAMP = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?\+00$/;
+export function pgTimestampToIso(text: string, parseDate: (text: string) => Date): string {
+  const parts = PG_UTC_TIMESTAMP.exec(text);
+  if (parts === null) return parseDate(text).toISOString();
+  const fraction = parts[3] === undefined ? '000' : parts[3].length >= 3 ? parts[3].slice(0, 3) : parts[3].padEnd(3, '0');
+  return `${parts[1]}T${parts[2]}.${fraction}Z`;
+}
 const pgTypes = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     if (oid === PG_INT8) return (v: string) => Number(v);
     if (oid === PG_TIMESTAMPTZ) {
       const parseDate = pg.types.getTypeParser(PG_TIMESTAMPTZ) as (v: string) => Date;
-      return (v: string) => parseDate(v).toISOString();
+      return (v: string) => pgTimestampToIso(v, parseDate);
     }
     return pg.types.getTypeParser(oid, format);
   },
