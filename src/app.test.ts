@@ -1,9 +1,8 @@
 import { Writable } from 'node:stream';
-import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { loggerOptions } from './app.js';
+import { createLogger, loggerOptions } from './plugins/logging.js';
 
-/** The service's own logger options, writing JSON lines into an array. */
+/** The service's own logger, writing JSON lines into an array. */
 function capture() {
   const lines: Array<Record<string, unknown>> = [];
   const stream = new Writable({
@@ -12,8 +11,7 @@ function capture() {
       done();
     },
   });
-  // Fastify builds its logger from these options, exactly as buildApp passes them.
-  return { log: Fastify({ logger: { ...loggerOptions({ logLevel: 'info' }), stream } }).log, lines };
+  return { log: createLogger(loggerOptions({ logLevel: 'info' }), stream), lines };
 }
 
 describe('logger', () => {
@@ -26,7 +24,7 @@ describe('logger', () => {
 
     const text = JSON.stringify(lines);
     for (const secret of ['secret-token', 'sid=1', 'hunter2', '"n"', '"c"', '"t"', '"p"', '"x"', '"q"']) expect(text).not.toContain(secret);
-    // Fastify's request serializer keeps no headers at all; the header paths guard code that logs them raw.
+    // The request serializer keeps no headers at all; the header paths guard code that logs them raw.
     expect(lines[0]).toMatchObject({ reqId: 'r1', req: { method: 'POST' } });
     child.info({ headers: { authorization: 'Bearer raw' } }, 'raw');
     expect(JSON.stringify(lines[3])).not.toContain('Bearer raw');

@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin';
-import type { onResponseHookHandler } from 'fastify';
+import { performance } from 'node:perf_hooks';
+import type { onSendHookHandler } from 'fastify';
 import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 
 /** Marks a route's duration observer, so that the HEAD copy of a GET route does not get a second one. */
@@ -116,23 +117,24 @@ export default fp(
     // Each route observes into its own series from a hook that knows its pattern. A global hook would have to ask
     // Fastify for the pattern on every request (`request.routeOptions` builds a new object each time: ~2,000
     // instructions a request in callgrind). Fastify copies a GET route's options for its HEAD route, observer
-    // included, so a route that already has one is left alone.
+    // included, so a route that already has one is left alone. The duration runs until the response is handed
+    // to the socket (onSend): an onResponse hook would make Fastify listen on every response (see logging.ts).
     app.addHook('onRoute', (route) => {
-      const hooks = [route.onResponse ?? []].flat();
+      const hooks = [route.onSend ?? []].flat();
       if (hooks.some((hook) => OBSERVER in hook)) return;
       const observe = duration.forRoute(route.url);
-      const observer: onResponseHookHandler = (request, reply, done) => {
-        observe(request.method, reply.statusCode, reply.elapsedTime / 1000);
-        done();
+      const observer: onSendHookHandler = (request, reply, payload, done) => {
+        observe(request.method, reply.statusCode, (performance.now() - request.startedAt) / 1000);
+        done(null, payload);
       };
-      route.onResponse = [...hooks, Object.assign(observer, { [OBSERVER]: true })];
+      route.onSend = [...hooks, Object.assign(observer, { [OBSERVER]: true })];
     });
     // Requests no route takes (404 and 405 answers) run only the not-found handler's hooks, which are the global ones.
     const unmatched = duration.forRoute('unmatched');
-    app.addHook('onResponse', (request, reply, done) => {
-      if (request.is404) unmatched(request.method, reply.statusCode, reply.elapsedTime / 1000);
-      done();
+    app.addHook('onSend', (request, reply, payload, done) => {
+      if (request.is404) unmatched(request.method, reply.statusCode, (performance.now() - request.startedAt) / 1000);
+      done(null, payload);
     });
   },
-  { name: 'metrics' },
+  { name: 'metrics', dependencies: ['logging'] },
 );

@@ -1,0 +1,82 @@
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { buildApp } from '../app.js';
+import { testConfig } from '../../test/helpers/build-test-app.js';
+import { freshDatabase } from '../../test/helpers/database.js';
+import { createLogger, loggerOptions } from './logging.js';
+
+type Line = Record<string, unknown>;
+
+/** The production app logging at `level` into an array, with two extra routes that misbehave on purpose. */
+async function appLoggingAt(level: string): Promise<{ app: FastifyInstance; lines: Line[] }> {
+  const lines: Line[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(JSON.parse(chunk.toString()) as Line);
+      done();
+    },
+  });
+  const { handle, drop } = await freshDatabase();
+  const app = await buildApp(testConfig(), { database: handle, logger: createLogger(loggerOptions({ logLevel: level }), stream) });
+  app.get('/test/boom', () => {
+    throw new Error('boom');
+  });
+  app.get('/test/twice', (_request, reply) => {
+    void reply.send({ first: true });
+    void reply.send({ second: true });
+    return reply;
+  });
+  await app.ready();
+  onTestFinished(async () => {
+    await app.close();
+    await drop();
+  });
+  return { app, lines };
+}
+
+const withMsg = (lines: Line[], msg: string) => lines.filter((line) => line.msg === msg);
+
+describe('request logging', () => {
+  it('at info: an incoming and a completed line per request, both with the request id', async () => {
+    const { app, lines } = await appLoggingAt('info');
+    const response = await app.inject({ method: 'GET', url: '/posts/999', headers: { 'x-request-id': 'log-test-1' } });
+    expect(response.statusCode).toBe(404);
+
+    const incoming = withMsg(lines, 'incoming request');
+    expect(incoming).toHaveLength(1);
+    expect(incoming[0]).toMatchObject({ level: 30, reqId: 'log-test-1', req: { method: 'GET', url: '/posts/999' } });
+    const rejected = withMsg(lines, 'request rejected');
+    expect(rejected).toEqual([expect.objectContaining({ reqId: 'log-test-1', status: 404 })]);
+    const completed = withMsg(lines, 'request completed');
+    expect(completed).toEqual([expect.objectContaining({ level: 30, reqId: 'log-test-1', res: { statusCode: 404 } })]);
+    expect(completed[0]?.responseTime).toEqual(expect.any(Number));
+    expect(completed[0]?.responseTime as number).toBeGreaterThanOrEqual(0);
+    // In order: arrival first, completion last.
+    expect(lines.map((line) => line.msg).filter((msg) => msg !== 'admin bootstrap')).toEqual(['incoming request', 'request rejected', 'request completed']);
+  });
+
+  it('at warn: no request lines, but a failure is still logged at error with its request id and the error', async () => {
+    const { app, lines } = await appLoggingAt('warn');
+    expect((await app.inject({ method: 'GET', url: '/health' })).statusCode).toBe(200);
+    expect(lines).toEqual([]);
+
+    const failed = await app.inject({ method: 'GET', url: '/test/boom', headers: { 'x-request-id': 'log-test-2' } });
+    expect(failed.statusCode).toBe(500);
+    expect(lines).toEqual([expect.objectContaining({ level: 50, reqId: 'log-test-2', msg: 'request failed', err: expect.objectContaining({ message: 'boom' }) })]);
+  });
+
+  it("Fastify's own warnings about a request go through its logger, with the request id", async () => {
+    const { app, lines } = await appLoggingAt('warn');
+    const response = await app.inject({ method: 'GET', url: '/test/twice', headers: { 'x-request-id': 'log-test-3' } });
+    expect(response.json()).toEqual({ first: true });
+    expect(lines).toEqual([expect.objectContaining({ level: 40, reqId: 'log-test-3', err: expect.objectContaining({ code: 'FST_ERR_REP_ALREADY_SENT' }) })]);
+  });
+
+  it('app.log is the same logger, without a request id', async () => {
+    const { app, lines } = await appLoggingAt('info');
+    app.log.info({ probe: 1 }, 'from the app');
+    expect(lines).toEqual([expect.objectContaining({ level: 30, probe: 1, msg: 'from the app' })]);
+    expect(lines[0]).not.toHaveProperty('reqId');
+  });
+});
