@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { sql, type RawBuilder } from 'kysely';
 import { AppError } from './errors.js';
 
 /**
@@ -38,6 +39,15 @@ export function createCursorCodec(secret: string): CursorCodec {
     },
   };
 }
+
+/**
+ * A page query's `LIMIT limit + 1` (one extra row tells whether a next page exists), written into the SQL text
+ * rather than bound as a parameter. SQLite plans a join ordered by an index using the value of its LIMIT, and a
+ * statement planned from a bound value is prepared again every time that parameter is bound: counted with
+ * callgrind on the feed page, ~190,000 instructions a query, more than running it. A page size is one of at most
+ * 100 values, so a literal only multiplies the statement texts by that. `limit` is a validated integer.
+ */
+export const pageLimit = (limit: number): RawBuilder<number> => sql.lit(limit + 1);
 
 export interface PageRequest {
   limit?: number;

@@ -46,7 +46,7 @@ const NO_POST = -1;
 function compileBatch(db: Kysely<Database>, batchSize: number) {
   const standIns = Array.from({ length: batchSize }, (_, i) => NO_POST - 1 - i);
   return {
-    queued: db.selectFrom('fanout_queue').select(['post_id', 'owner_id']).orderBy('post_id').limit(batchSize).compile(),
+    queued: db.selectFrom('fanout_queue').select(['post_id', 'owner_id']).orderBy('post_id').limit(sql.lit(batchSize)).compile(),
     write: reusable(
       db
         .insertInto('feed_entries')

@@ -3,6 +3,7 @@ import { readCompiled } from '../../db/database.js';
 import type { Database, PostRow, Role } from '../../db/types.js';
 import { callerKind, pageCompiler, POST_COLUMNS, type PageOptions } from '../posts/posts.repository.js';
 import { visibleTo } from '../posts/posts.visibility.js';
+import { pageLimit } from '../../shared/pagination.js';
 
 /** The user whose home feed is read: visibility is judged for them, not for whoever asks. */
 export interface FeedOwner {
@@ -30,7 +31,7 @@ export function createFeedRepository(db: Kysely<Database>) {
       .where('feed_entries.user_id', '=', owner.id)
       .where(visibleTo({ id: owner.id, role: owner.role, tokenId: 0 }));
     if (after !== undefined) query = query.where('feed_entries.post_id', '<', after);
-    return query.orderBy('feed_entries.post_id', 'desc').limit(limit + 1);
+    return query.orderBy('feed_entries.post_id', 'desc').limit(pageLimit(limit));
   }
 
   /**
@@ -49,7 +50,7 @@ export function createFeedRepository(db: Kysely<Database>) {
       // answered it with a MULTI-INDEX OR over all of `posts`, ~1.4 s per page at 1M posts with an empty queue.
       .where((eb) => eb(eb.parens(visibleTo({ id: owner.id, role: owner.role, tokenId: 0 })(eb)), 'is', sql.lit(true)));
     if (after !== undefined) query = query.where('fanout_queue.post_id', '<', after);
-    return query.orderBy('fanout_queue.post_id', 'desc').limit(limit + 1);
+    return query.orderBy('fanout_queue.post_id', 'desc').limit(pageLimit(limit));
   }
 
   // Compiled once per shape (member or admin feed owner × first page or after a cursor): see pageCompiler.

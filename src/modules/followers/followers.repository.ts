@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { USER_COLUMNS, type PublicUserRow } from '../users/users.repository.js';
+import { pageLimit } from '../../shared/pagination.js';
 
 /**
  * The follow graph. `follows` is keyed (followee_id, follower_id), which serves "followers of X" in follower id
@@ -17,7 +18,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
         .select(USER_COLUMNS)
         .where('follows.followee_id', '=', followeeId)
         .orderBy('follows.follower_id', 'asc')
-        .limit(options.limit + 1);
+        .limit(pageLimit(options.limit));
       if (options.after !== undefined) query = query.where('follows.follower_id', '>', options.after);
       return query.execute();
     },
@@ -30,7 +31,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
         .select(USER_COLUMNS)
         .where('follows.follower_id', '=', followerId)
         .orderBy('follows.followee_id', 'asc')
-        .limit(options.limit + 1);
+        .limit(pageLimit(options.limit));
       if (options.after !== undefined) query = query.where('follows.followee_id', '>', options.after);
       return query.execute();
     },

@@ -5,6 +5,7 @@ import { whenReady, type Eventually } from '../../shared/eventually.js';
 import type { Database, PostRow, Visibility } from '../../db/types.js';
 import type { Caller } from '../../plugins/auth.js';
 import { visibleTo } from './posts.visibility.js';
+import { pageLimit } from '../../shared/pagination.js';
 
 /** Every column of a post: the representation needs all of them. */
 export const POST_COLUMNS = [
@@ -24,8 +25,6 @@ const firstRow = <R>(rows: R[]): R | undefined => rows[0];
 /** Stand-in values for a query compiled ahead of time; no id is negative, so they cannot clash with real values. */
 const ID_STAND_IN = -1;
 const CALLER_STAND_IN = -2;
-/** `limit + 1` of a page query compiled ahead of time (see `pageCompiler`). */
-const LIMIT_STAND_IN = -3;
 
 export interface PageOptions {
   limit: number;
@@ -38,38 +37,36 @@ export const callerKind = (caller: { role: Caller['role'] } | undefined): Caller
   caller === undefined ? 'anonymous' : caller.role === 'admin' ? 'admin' : 'member';
 
 interface PageValues {
-  limit: number;
   after?: number;
   callerId: number;
 }
 const PAGE_VALUES: [number, (v: PageValues) => number][] = [
-  [LIMIT_STAND_IN, (v) => v.limit + 1],
   [ID_STAND_IN, (v) => v.after ?? 0],
   [CALLER_STAND_IN, (v) => v.callerId],
 ];
 
 /**
- * Page queries compiled once per shape (kind of caller × first page or page after a cursor), then run with new
- * values as `reusable` does: building and compiling a page query with Kysely cost ~10% of a 20-post page request.
- * `build` must make the same query shape whatever the values; the caller's id (for kinds that have one), the
- * cursor key and `limit + 1` travel as parameters.
+ * Page queries compiled once per shape (kind of caller × first page or page after a cursor × page size), then run
+ * with new values as `reusable` does: building and compiling a page query with Kysely cost ~10% of a 20-post page
+ * request. `build` must make the same query shape whatever the values; the caller's id (for kinds that have one)
+ * and the cursor key travel as parameters, the page size is written into the SQL (see `pageLimit`).
  */
 export function pageCompiler<R>(
   build: (kind: CallerKind, callerId: number, page: PageOptions) => { compile(): CompiledQuery<R> },
 ): (kind: CallerKind, callerId: number, page: PageOptions) => CompiledQuery<R> {
   const shapes = new Map<string, (values: PageValues) => CompiledQuery<R>>();
   return (kind, callerId, { limit, after }) => {
-    const shape = `${kind}|${after === undefined ? 'first' : 'after'}`;
+    const shape = `${kind}|${after === undefined ? 'first' : 'after'}|${limit}`;
     let run = shapes.get(shape);
     if (!run) {
-      const standInPage = { limit: LIMIT_STAND_IN - 1, after: after === undefined ? undefined : ID_STAND_IN };
+      const standInPage = { limit, after: after === undefined ? undefined : ID_STAND_IN };
       const compiled = build(kind, CALLER_STAND_IN, standInPage).compile();
       const used = PAGE_VALUES.filter(([standIn]) => compiled.parameters.includes(standIn));
       const make = reusable(compiled, used.map(([standIn]) => standIn));
       run = (values) => make(used.map(([, pick]) => pick(values)));
       shapes.set(shape, run);
     }
-    return run({ limit, after, callerId });
+    return run({ after, callerId });
   };
 }
 
@@ -93,14 +90,14 @@ export function createPostsRepository(db: Kysely<Database>) {
     let query = db.selectFrom('posts').select(POST_COLUMNS);
     query = caller ? query.where((eb) => eb(eb.parens(visibleTo(caller)(eb)), 'is', sql.lit(true))) : query.where(visibleTo(caller));
     if (after !== undefined) query = query.where('posts.id', '<', after);
-    return query.orderBy('posts.id', 'desc').limit(limit + 1);
+    return query.orderBy('posts.id', 'desc').limit(pageLimit(limit));
   }
 
   /** GET /users/{id}/posts: one owner's posts over the `(owner_id, id)` index. */
   function listByOwnerQuery(ownerId: number, caller: Caller | undefined, { limit, after }: PageOptions) {
     let query = db.selectFrom('posts').select(POST_COLUMNS).where('posts.owner_id', '=', ownerId).where(visibleTo(caller));
     if (after !== undefined) query = query.where('posts.id', '<', after);
-    return query.orderBy('posts.id', 'desc').limit(limit + 1);
+    return query.orderBy('posts.id', 'desc').limit(pageLimit(limit));
   }
 
   /** GET /posts/{id}: the post if the caller may see it. */

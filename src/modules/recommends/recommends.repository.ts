@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { USER_COLUMNS, type PublicUserRow } from '../users/users.repository.js';
+import { pageLimit } from '../../shared/pagination.js';
 
 /** Recommend rows (post, user). Pass a transaction instead of `db` to use it inside one. */
 export function createRecommendsRepository(db: Kysely<Database>) {
@@ -19,7 +20,7 @@ export function createRecommendsRepository(db: Kysely<Database>) {
 
     /** The users who recommended a post in user id order, `limit + 1` rows after `after` (keyset over the primary key). */
     listRecommenders(postId: number, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
-      let query = recommenders(postId).orderBy('recommends.user_id', 'asc').limit(options.limit + 1);
+      let query = recommenders(postId).orderBy('recommends.user_id', 'asc').limit(pageLimit(options.limit));
       if (options.after !== undefined) query = query.where('recommends.user_id', '>', options.after);
       return query.execute();
     },

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, ReplyRow } from '../../db/types.js';
+import { pageLimit } from '../../shared/pagination.js';
 
 /** Reply rows. Pass a transaction instead of `db` to use it inside one; it never throws HTTP errors. */
 export function createRepliesRepository(db: Kysely<Database>) {
@@ -11,7 +12,7 @@ export function createRepliesRepository(db: Kysely<Database>) {
 
     /** A post's replies oldest first, `limit + 1` rows after `after` (keyset over replies_post_id). */
     listByPost(postId: number, options: { limit: number; after?: number }): Promise<ReplyRow[]> {
-      let query = db.selectFrom('replies').selectAll().where('post_id', '=', postId).orderBy('id', 'asc').limit(options.limit + 1);
+      let query = db.selectFrom('replies').selectAll().where('post_id', '=', postId).orderBy('id', 'asc').limit(pageLimit(options.limit));
       if (options.after !== undefined) query = query.where('id', '>', options.after);
       return query.execute();
     },

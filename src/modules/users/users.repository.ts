@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, NewUserRow, UserRow } from '../../db/types.js';
+import { pageLimit } from '../../shared/pagination.js';
 
 /** Every column but the password hash: what reads return, so the hash never travels further than it must. */
 export const USER_COLUMNS = [
@@ -38,7 +39,7 @@ export function createUsersRepository(db: Kysely<Database>) {
 
     /** Users in id order, `limit + 1` rows after `after` (keyset). */
     list(options: { limit: number; after?: number; username?: string }): Promise<PublicUserRow[]> {
-      let query = db.selectFrom('users').select(USER_COLUMNS).orderBy('id', 'asc').limit(options.limit + 1);
+      let query = db.selectFrom('users').select(USER_COLUMNS).orderBy('id', 'asc').limit(pageLimit(options.limit));
       if (options.after !== undefined) query = query.where('id', '>', options.after);
       if (options.username !== undefined) query = query.where('username_key', '=', usernameKey(options.username));
       return query.execute();
