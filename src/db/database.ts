@@ -107,8 +107,8 @@ export function readCompiled<R>(db: Kysely<Database>, query: CompiledQuery<R>): 
 
 /**
  * Kysely's SQLite driver prepares every statement afresh, which costs more than running a point read. Queries
- * come in a small set of shapes (values travel as parameters), so prepared statements are kept per SQL text, the
- * oldest dropped beyond `size` (first in, first out: the shapes are far fewer than `size`, and keeping a hit at
+ * come in a small set of shapes (values travel as parameters), so prepared statements (Kysely's, and the row
+ * readers of `readCompiled`) are kept per SQL text, the oldest dropped beyond `size` (first in, first out: the shapes are far fewer than `size`, and keeping a hit at
  * the young end would cost a Map delete and set on every query). Sharing one is safe: Kysely runs one query at a
  * time per connection.
  */

@@ -27,6 +27,10 @@ async function appLoggingAt(level: string): Promise<{ app: FastifyInstance; line
     void reply.send({ second: true });
     return reply;
   });
+  app.get('/test/child', (request) => {
+    request.log.child({ step: 'lookup' }).warn('slow step');
+    return { ok: true };
+  });
   await app.ready();
   onTestFinished(async () => {
     await app.close();
@@ -71,6 +75,12 @@ describe('request logging', () => {
     const response = await app.inject({ method: 'GET', url: '/test/twice', headers: { 'x-request-id': 'log-test-3' } });
     expect(response.json()).toEqual({ first: true });
     expect(lines).toEqual([expect.objectContaining({ level: 40, reqId: 'log-test-3', err: expect.objectContaining({ code: 'FST_ERR_REP_ALREADY_SENT' }) })]);
+  });
+
+  it("a request logger's child keeps the request id and adds its own bindings", async () => {
+    const { app, lines } = await appLoggingAt('warn');
+    expect((await app.inject({ method: 'GET', url: '/test/child', headers: { 'x-request-id': 'log-test-4' } })).statusCode).toBe(200);
+    expect(lines).toEqual([expect.objectContaining({ level: 40, reqId: 'log-test-4', step: 'lookup', msg: 'slow step' })]);
   });
 
   it('app.log is the same logger, without a request id', async () => {

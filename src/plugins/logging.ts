@@ -48,6 +48,9 @@ export function createLogger(options: LoggerOptions | false, destination?: Desti
   return destination ? pino(withSerializers, destination) : pino(withSerializers);
 }
 
+/** Milliseconds since the request arrived (see `startedAt`): the logged response time and the duration metric. */
+export const elapsedMs = (request: { startedAt: number }): number => performance.now() - request.startedAt;
+
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
 /**
@@ -62,18 +65,20 @@ class RequestLogger implements FastifyBaseLogger {
     private readonly reqId: string,
   ) {}
 
+  /** The pino child that carries the request id, made on first use. */
+  private bind(): Logger {
+    return (this.bound ??= this.parent.child({ reqId: this.reqId }));
+  }
+
   private write(level: Level, obj: unknown, msg: string | undefined, args: unknown[]): void {
-    if (!(this.bound ?? this.parent).isLevelEnabled(level)) return;
-    this.bound ??= this.parent.child({ reqId: this.reqId });
-    this.bound[level](obj, msg, ...args);
+    if ((this.bound ?? this.parent).isLevelEnabled(level)) this.bind()[level](obj, msg, ...args);
   }
 
   get level(): string {
     return (this.bound ?? this.parent).level;
   }
   set level(level: string) {
-    this.bound ??= this.parent.child({ reqId: this.reqId });
-    this.bound.level = level;
+    this.bind().level = level;
   }
 
   fatal(obj: unknown, msg?: string, ...args: unknown[]) {
@@ -97,8 +102,7 @@ class RequestLogger implements FastifyBaseLogger {
   silent() {}
 
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
-    this.bound ??= this.parent.child({ reqId: this.reqId });
-    return this.bound.child(bindings, options);
+    return this.bind().child(bindings, options);
   }
 }
 
@@ -131,7 +135,7 @@ export default fp(
     // line is written when the response is handed to the socket, which for these small bodies is when it is sent.
     app.addHook('onSend', (request, reply, payload, done) => {
       if (root.isLevelEnabled('info')) {
-        request.log.info({ res: reply, responseTime: performance.now() - request.startedAt }, 'request completed');
+        request.log.info({ res: reply, responseTime: elapsedMs(request) }, 'request completed');
       }
       done(null, payload);
     });

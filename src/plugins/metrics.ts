@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
-import { performance } from 'node:perf_hooks';
 import type { onSendHookHandler } from 'fastify';
 import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { elapsedMs } from './logging.js';
 
 /** Marks a route's duration observer, so that the HEAD copy of a GET route does not get a second one. */
 const OBSERVER = Symbol('corkboard.metrics.observer');
@@ -124,7 +124,7 @@ export default fp(
       if (hooks.some((hook) => OBSERVER in hook)) return;
       const observe = duration.forRoute(route.url);
       const observer: onSendHookHandler = (request, reply, payload, done) => {
-        observe(request.method, reply.statusCode, (performance.now() - request.startedAt) / 1000);
+        observe(request.method, reply.statusCode, elapsedMs(request) / 1000);
         done(null, payload);
       };
       route.onSend = [...hooks, Object.assign(observer, { [OBSERVER]: true })];
@@ -132,7 +132,7 @@ export default fp(
     // Requests no route takes (404 and 405 answers) run only the not-found handler's hooks, which are the global ones.
     const unmatched = duration.forRoute('unmatched');
     app.addHook('onSend', (request, reply, payload, done) => {
-      if (request.is404) unmatched(request.method, reply.statusCode, (performance.now() - request.startedAt) / 1000);
+      if (request.is404) unmatched(request.method, reply.statusCode, elapsedMs(request) / 1000);
       done(null, payload);
     });
   },

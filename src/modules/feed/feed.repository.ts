@@ -53,7 +53,7 @@ export function createFeedRepository(db: Kysely<Database>) {
     return query.orderBy('fanout_queue.post_id', 'desc').limit(pageLimit(limit));
   }
 
-  // Compiled once per shape (member or admin feed owner × first page or after a cursor): see pageCompiler.
+  // Compiled once per shape (member or admin feed owner × first page or after a cursor × page size): see pageCompiler.
   const asOwner = (kind: string, ownerId: number): FeedOwner => ({ id: ownerId, role: kind === 'admin' ? 'admin' : 'member' });
   const pageCompiled = pageCompiler((kind, ownerId, page) => pageQuery(asOwner(kind, ownerId), page));
   const queuedCompiled = pageCompiler((kind, ownerId, page) => queuedQuery(asOwner(kind, ownerId), page));

@@ -552,6 +552,16 @@ describe('the point read compiled once', () => {
     expect(posts.listCompiled(other, { limit: 20, after: 9 })).toMatchObject({ sql, parameters });
   });
 
+  it('writes the page size into the SQL text, not as a parameter (SQLite re-prepares a join planned from a bound LIMIT)', async () => {
+    const app = await buildTestApp();
+    const posts = createPostsRepository(app.db);
+    const member = { id: 42, role: 'member', tokenId: 0 } as const;
+    for (const compiled of [posts.listCompiled(member, { limit: 37, after: 500 }), posts.listByOwnerQuery(2, member, { limit: 37 }).compile()]) {
+      expect(compiled.sql).toMatch(/ limit 38$/);
+      expect(compiled.parameters).not.toContain(38);
+    }
+  });
+
   it('refuses a stand-in that is not a parameter', () => {
     const compiled = CompiledQuery.raw('select 1 where ? = ?', [2, 3]);
     expect(() => reusable(compiled, [-1])).toThrow(/stand-in -1/);
