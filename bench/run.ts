@@ -9,7 +9,7 @@ import { createCursorCodec } from '../src/shared/pagination.js';
 import { generateDataset } from './lib/dataset.js';
 import { CALLGRIND_ENV, callgrindPrefix, countInstructions, instructionMarkdown, instructionResults, type InstructionCount } from './lib/instructions.js';
 import { runLoad, type LoadResult, type LoadTool, type RequestSpec } from './lib/load.js';
-import { freePort, run, startServer, which, type ServerProcess } from './lib/process.js';
+import { freePort, run, startServer, warmPageCache, which, type ServerProcess } from './lib/process.js';
 import { addRatios, evaluate, markdown, summarise, textTable, type Report, type ScenarioResult } from './lib/report.js';
 import { RSS_LIMIT_MB, scenarios as allScenarios, targets, type Backend, type Scenario } from './lib/scenarios.js';
 import { seedPostgres, seedSqlite, type SeedResult } from './lib/seed.js';
@@ -116,6 +116,36 @@ async function pgAdmin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * PostgreSQL's counterpart of `warmPageCache`: `pg_prewarm` (a contrib extension shipped with the server) reads every
+ * table, index and TOAST relation of the database through the OS page cache ('read' mode), where PostgreSQL's own
+ * reads find them. Without the extension the runs go ahead unwarmed, and the log says so.
+ */
+async function pgPrewarm(url: string): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('CREATE EXTENSION IF NOT EXISTS pg_prewarm');
+  } catch (error) {
+    log(`pg_prewarm is not available (${String(error)}): PostgreSQL runs are not warmed`);
+    await client.end();
+    return async () => {};
+  }
+  await client.end();
+  return async () => {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      await c.query(
+        `SELECT pg_prewarm(c.oid, 'read') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname IN ('public', 'pg_toast') AND c.relkind IN ('r', 'i', 't', 'm')`,
+      );
+    } finally {
+      await c.end();
+    }
+  };
+}
+
 const dbUrl = (name: string) => {
   const url = new URL(args['pg-url']);
   url.pathname = `/${name}`;
@@ -155,6 +185,9 @@ async function main(): Promise<void> {
     let seeded: SeedResult;
     let corkboardUrl: string;
     let baselineEnv: Record<string, string>;
+    // Brings each server's database into memory before every load run (see `warmPageCache`): the figures are
+    // what a server costs with its data cached, as on a machine under steady load, not how fast the disk is.
+    let warm: Record<Scenario['target'], () => Promise<void>>;
     if (backend === 'sqlite') {
       const file = path.join(work, 'corkboard.db');
       seeded = args['reuse-seed'] ? await reusableSeed(file, data) : await seedSqlite(file, data, log);
@@ -162,6 +195,12 @@ async function main(): Promise<void> {
       fs.copyFileSync(file, copy);
       corkboardUrl = `sqlite:${file}`;
       baselineEnv = { DATABASE_FILE: copy };
+      const files = (db: string) => [db, `${db}-wal`];
+      warm = {
+        corkboard: async () => void warmPageCache(files(file)),
+        database: async () => void warmPageCache(files(copy)),
+        constant: async () => {},
+      };
       if (!args.keep) cleanups.push(async () => fs.rmSync(work, { recursive: true, force: true }));
     } else {
       const name = `corkboard_bench_${process.pid}`;
@@ -183,6 +222,11 @@ async function main(): Promise<void> {
       await pgAdmin((c) => c.query(`CREATE DATABASE ${name}_baseline TEMPLATE ${name}`));
       corkboardUrl = dbUrl(name);
       baselineEnv = { DATABASE_URL: dbUrl(`${name}_baseline`) };
+      warm = {
+        corkboard: await pgPrewarm(corkboardUrl),
+        database: await pgPrewarm(dbUrl(`${name}_baseline`)),
+        constant: async () => {},
+      };
     }
     log(`seeded in ${seeded.seconds.toFixed(1)} s`);
 
@@ -223,7 +267,10 @@ async function main(): Promise<void> {
     const serverOf = { corkboard, constant, database };
 
     // ---- scenarios ----
-    const deepKey = Math.min(1_000, Math.floor(sizes.posts / 2)) + 1;
+    // Ten neighbouring pages near the oldest end (before ids 1,001, 1,023, … 1,199): about 90% of posts are
+    // public, so each cursor starts the page that follows the one before.
+    const deepFrom = Math.min(1_000, Math.floor(sizes.posts / 2)) + 1;
+    const deepKeys = Array.from({ length: 10 }, (_, k) => deepFrom + 22 * k);
     let list = allScenarios({
       backend,
       posts: sizes.posts,
@@ -231,7 +278,7 @@ async function main(): Promise<void> {
       feedUser: data.feedUser,
       author: data.author,
       tokens: seeded.tokens,
-      deepCursor: createCursorCodec(seeded.cursorSecret).encode('posts', deepKey),
+      deepCursors: deepKeys.map((key) => createCursorCodec(seeded.cursorSecret).encode('posts', key)),
     });
     if (args.scenarios) {
       // The named scenarios, every baseline, and whatever their ratios are taken against.
@@ -285,12 +332,15 @@ async function main(): Promise<void> {
     const measured = new Map<string, LoadResult[]>();
     const load = async (scenario: Scenario, seconds: number) => {
       const server = serverOf[scenario.target];
+      await warm[scenario.target]();
       const sampler = server.sampleRss();
       const cpuBefore = server.cpuSeconds();
+      const diskBefore = server.diskReadBytes();
       try {
         const result = await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
         const cpu = server.cpuSeconds() - cpuBefore;
-        return { ...result, cpuUs: (cpu * 1e6) / result.requests, busy: cpu / result.seconds };
+        const diskKb = (server.diskReadBytes() - diskBefore) / 1024 / result.requests;
+        return { ...result, cpuUs: (cpu * 1e6) / result.requests, busy: cpu / result.seconds, diskKb };
       } catch (error) {
         const status = server.exitStatus();
         if (status === undefined) throw error;

@@ -13,6 +13,8 @@ export interface ServerProcess {
   rss(): number;
   /** CPU time (user + system) the process has used so far, in seconds. */
   cpuSeconds(): number;
+  /** Bytes the process has made the kernel fetch from storage so far (`read_bytes` of /proc/<pid>/io). */
+  diskReadBytes(): number;
   stop(): Promise<void>;
   output(): string;
   /** Exit code or signal, once the process has ended. */
@@ -41,6 +43,16 @@ function readCpuSeconds(pid: number): number {
     // Fields after the command name (which may contain spaces, hence the last ')'): utime is 14th, stime 15th.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Reads that the page cache answered do not count here, only those that went to the block device. */
+function readDiskBytes(pid: number): number {
+  try {
+    const match = /^read_bytes: (\d+)$/m.exec(fs.readFileSync(`/proc/${pid}/io`, 'utf8'));
+    return match ? Number(match[1]) : Number.NaN;
   } catch {
     return Number.NaN;
   }
@@ -115,6 +127,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
     pid,
     rss: () => readRssMb(pid),
     cpuSeconds: () => readCpuSeconds(pid),
+    diskReadBytes: () => readDiskBytes(pid),
     sampleRss() {
       let max = readRssMb(pid);
       const timer = setInterval(() => {
@@ -168,4 +181,29 @@ export function which(program: string): string | undefined {
     }
   }
   return undefined;
+}
+
+/**
+ * Reads files from start to end so that their pages are in the page cache (what a server under steady load keeps
+ * there). The kernel of this kind of VM pages out unmapped page cache that has not been touched for about a minute
+ * (a DAMON "pageout" scheme, see /sys/kernel/mm/damon), so a scenario that ran after a minute of other scenarios
+ * found its database half on disk, and measured the disk. Answers the seconds it took.
+ */
+export function warmPageCache(files: string[]): number {
+  const started = process.hrtime.bigint();
+  const buffer = Buffer.allocUnsafe(4 << 20);
+  for (const file of files) {
+    let fd: number;
+    try {
+      fd = fs.openSync(file, 'r');
+    } catch {
+      continue; // a -wal file that does not exist (yet)
+    }
+    try {
+      while (fs.readSync(fd, buffer, 0, buffer.length, null) > 0);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+  return Number(process.hrtime.bigint() - started) / 1e9;
 }

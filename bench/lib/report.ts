@@ -18,6 +18,8 @@ export interface ScenarioResult {
   cpuUs: number;
   /** Median share of each run the server was on CPU (see LoadResult.busy). */
   busy: number;
+  /** Median KB per request read from storage by the server process (see LoadResult.diskKb). */
+  diskKb: number;
   rssMaxMb: number;
   versus?: string;
   ratio?: number;
@@ -59,6 +61,7 @@ export function summarise(scenario: Scenario, runs: LoadResult[], rssMaxMb: numb
     errors: runs.reduce((sum, r) => sum + r.errors, 0),
     cpuUs: median(runs.map((r) => r.cpuUs ?? Number.NaN)),
     busy: median(runs.map((r) => r.busy ?? Number.NaN)),
+    diskKb: median(runs.map((r) => r.diskKb ?? Number.NaN)),
     rssMaxMb,
     ...(scenario.versus ? { versus: scenario.versus } : {}),
   };
@@ -83,6 +86,7 @@ export function evaluate(results: ScenarioResult[], specs: TargetSpec[]): Target
   });
 }
 
+const fmtDisk = (kb: number) => (Number.isNaN(kb) ? '' : fmt(kb, 1));
 const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
 function pad(rows: string[][]): string {
@@ -91,9 +95,9 @@ function pad(rows: string[][]): string {
 }
 
 export function textTable(report: Report): string {
-  const rows = [['scenario', 'req/s', 'p50 ms', 'p99 ms', 'ratio', 'vs', 'CPU µs/req', 'busy', 'RSS MB', 'errors']];
+  const rows = [['scenario', 'req/s', 'p50 ms', 'p99 ms', 'ratio', 'vs', 'CPU µs/req', 'busy', 'disk KB/req', 'RSS MB', 'errors']];
   for (const r of report.scenarios) {
-    rows.push([r.key, fmt(r.rps), fmt(r.p50, 2), fmt(r.p99, 2), r.ratio === undefined ? '' : fmt(r.ratio, 2), r.versus ?? '', fmt(r.cpuUs), `${fmt(r.busy * 100)}%`, fmt(r.rssMaxMb), String(r.errors)]);
+    rows.push([r.key, fmt(r.rps), fmt(r.p50, 2), fmt(r.p99, 2), r.ratio === undefined ? '' : fmt(r.ratio, 2), r.versus ?? '', fmt(r.cpuUs), `${fmt(r.busy * 100)}%`, fmtDisk(r.diskKb), fmt(r.rssMaxMb), String(r.errors)]);
   }
   const targets = [['target', 'ratio', 'min', 'result', 'CPU ratio']];
   for (const t of report.targets) targets.push([t.title, fmt(t.ratio, 2), fmt(t.min, 2), t.pass ? 'PASS' : 'MISS', fmt(t.cpuRatio, 2)]);
@@ -112,15 +116,17 @@ export function markdown(report: Report): string {
       `after ${String(m.warmup)} s warm-up; medians. Server pinned to CPU ${String(m.serverCpu)}, load generator to CPU ${String(m.loadCpu)}. ` +
       `${String(m.cpuModel)}, ${String(m.cpus)} CPUs, Node ${String(m.node)}, commit ${String(m.commit)}.`,
     '',
-    '| scenario | req/s | p50 ms | p99 ms | ratio | vs | CPU µs/req | busy | RSS MB | errors |',
-    '|---|---:|---:|---:|---:|---|---:|---:|---:|---:|',
+    '| scenario | req/s | p50 ms | p99 ms | ratio | vs | CPU µs/req | busy | disk KB/req | RSS MB | errors |',
+    '|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|',
     ...report.scenarios.map(
       (r) =>
-        `| ${r.title} | ${fmt(r.rps)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.ratio === undefined ? '' : fmt(r.ratio, 2)} | ${r.versus ?? ''} | ${fmt(r.cpuUs)} | ${fmt(r.busy * 100)}% | ${fmt(r.rssMaxMb)} | ${r.errors} |`,
+        `| ${r.title} | ${fmt(r.rps)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.ratio === undefined ? '' : fmt(r.ratio, 2)} | ${r.versus ?? ''} | ${fmt(r.cpuUs)} | ${fmt(r.busy * 100)}% | ${fmtDisk(r.diskKb)} | ${fmt(r.rssMaxMb)} | ${r.errors} |`,
     ),
     '',
     'busy: share of each run the server process spent on CPU; well under 100% means the load generator (or the',
     "machine's other work) held it back, and that scenario's req/s, and the ratios built on it, understate the server.",
+    'disk KB/req: what the server process read from storage instead of the page cache (its database files are read',
+    'into the page cache before every run; on PostgreSQL the reads are done by its own processes and not shown).',
     '',
     '| target | ratio | result | CPU ratio |',
     '|---|---:|---|---:|',
