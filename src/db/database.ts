@@ -5,6 +5,7 @@ import pg from 'pg';
 import { Kysely, PostgresDialect, SqliteDialect, sql, type CompiledQuery, type PostgresCursor, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from 'kysely';
 import type { Database } from './types.js';
 import type { Eventually } from '../shared/eventually.js';
+import { enableGroupCommit } from './group-commit.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -86,6 +87,7 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   directReaders.set(db, (query) =>
     sqlite.inTransaction ? db.executeQuery(query).then((r) => r.rows) : readers(query.sql)(query.parameters),
   );
+  enableGroupCommit(db);
   return handle(db, 'sqlite');
 }
 

@@ -1,0 +1,140 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import SQLite from 'better-sqlite3';
+import { sql } from 'kysely';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { backend, freshDatabase } from '../../test/helpers/database.js';
+import { createDatabase, type DatabaseHandle } from './database.js';
+import { migrateToLatest } from './migrate.js';
+import { inTransaction } from './transaction.js';
+
+const setting = (handle: DatabaseHandle, key: string) =>
+  handle.db.selectFrom('settings').select('value').where('key', '=', key).executeTakeFirst();
+const keys = async (handle: DatabaseHandle) =>
+  (await handle.db.selectFrom('settings').select('key').where('key', 'like', 'unit-%').orderBy('key').execute()).map((r) => r.key);
+
+/** What callers of inTransaction rely on, on either backend: serial transactions, each all or nothing. */
+describe('inTransaction, several at once', () => {
+  let handle: DatabaseHandle;
+  let drop: () => Promise<void>;
+
+  beforeEach(async () => {
+    ({ handle, drop } = await freshDatabase());
+    await migrateToLatest(handle.db);
+  });
+  afterEach(async () => {
+    await handle.destroy();
+    await drop();
+  });
+
+  it('commits every one of them and answers each its own result', async () => {
+    const results = await Promise.all(
+      ['a', 'b', 'c'].map((name) =>
+        inTransaction(handle.db, async (trx) => {
+          await trx.insertInto('settings').values({ key: `unit-${name}`, value: name }).execute();
+          return name.toUpperCase();
+        }),
+      ),
+    );
+    expect(results).toEqual(['A', 'B', 'C']);
+    expect(await keys(handle)).toEqual(['unit-a', 'unit-b', 'unit-c']);
+  });
+
+  it('rolls back only the one that throws, after its writes, and rejects it with its own error', async () => {
+    const outcomes = await Promise.allSettled([
+      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-a', value: 'a' }).execute()),
+      inTransaction(handle.db, async (trx) => {
+        await trx.insertInto('settings').values({ key: 'unit-b', value: 'b' }).execute();
+        throw new Error('b changed its mind');
+      }),
+      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-c', value: 'c' }).execute()),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((outcomes[1] as PromiseRejectedResult).reason).toEqual(new Error('b changed its mind'));
+    expect(await keys(handle)).toEqual(['unit-a', 'unit-c']);
+  });
+
+  it('rolls back a statement that violates a constraint without disturbing the others', async () => {
+    await handle.db.insertInto('settings').values({ key: 'unit-taken', value: 'first' }).execute();
+    const outcomes = await Promise.allSettled([
+      inTransaction(handle.db, (trx) => trx.updateTable('settings').set({ value: 'second' }).where('key', '=', 'unit-taken').execute()),
+      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-taken', value: 'duplicate' }).execute()),
+      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-z', value: 'z' }).execute()),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(await setting(handle, 'unit-taken')).toEqual({ value: 'second' });
+    expect(await keys(handle)).toEqual(['unit-taken', 'unit-z']);
+  });
+});
+
+/** The SQLite mechanism itself: one transaction for the units of one turn. PostgreSQL runs them on a pool. */
+describe.skipIf(backend === 'postgres')('group commit (SQLite)', () => {
+  let dir: string;
+  let handle: DatabaseHandle;
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corkboard-group-'));
+    handle = createDatabase(`sqlite:${path.join(dir, 'db.sqlite')}`);
+    await migrateToLatest(handle.db);
+  });
+  afterEach(async () => {
+    await handle.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs the units started in one turn before answering any of them, each seeing the writes before it', async () => {
+    const events: string[] = [];
+    const unit = (name: string) =>
+      inTransaction(handle.db, async (trx) => {
+        const before = await trx.selectFrom('settings').select('key').where('key', 'like', 'unit-%').execute();
+        events.push(`${name} ran after ${before.length}`);
+        await trx.insertInto('settings').values({ key: `unit-${name}`, value: name }).execute();
+      }).then(() => events.push(`${name} answered`));
+    await Promise.all([unit('a'), unit('b'), unit('c')]);
+    expect(events).toEqual(['a ran after 0', 'b ran after 1', 'c ran after 2', 'a answered', 'b answered', 'c answered']);
+  });
+
+  it('answers only once the writes are committed: another connection to the file sees them', async () => {
+    const other = new SQLite(path.join(dir, 'db.sqlite'), { readonly: true });
+    try {
+      const seenOnAnswer = await Promise.all(
+        ['a', 'b'].map((name) =>
+          inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: `unit-${name}`, value: name }).execute()).then(
+            () => other.prepare("select count(*) as n from settings where key like 'unit-%'").get() as { n: number },
+          ),
+        ),
+      );
+      expect(seenOnAnswer).toEqual([{ n: 2 }, { n: 2 }]);
+    } finally {
+      other.close();
+    }
+  });
+
+  it('rejects every unit of a group whose COMMIT fails, and keeps none of their writes', async () => {
+    const outcomes = await Promise.allSettled([
+      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-a', value: 'a' }).execute()),
+      inTransaction(handle.db, async (trx) => {
+        // A foreign key checked only at COMMIT, pointing at no user: the COMMIT fails.
+        await sql`pragma defer_foreign_keys = on`.execute(trx);
+        await trx.insertInto('tokens').values({ user_id: 999, token_hash: 'h', created_at: 'x', expires_at: 'y' }).execute();
+      }),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
+    expect(String((outcomes[0] as PromiseRejectedResult).reason)).toMatch(/FOREIGN KEY constraint failed/);
+    expect(await keys(handle)).toEqual([]);
+    expect(await handle.db.selectFrom('tokens').selectAll().execute()).toEqual([]);
+    // The connection is usable again afterwards.
+    await inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-after', value: 'ok' }).execute());
+    expect(await keys(handle)).toEqual(['unit-after']);
+  });
+
+  it('puts a unit started while a group commits into the next group, which sees the first group committed', async () => {
+    let later: Promise<number> | undefined;
+    await inTransaction(handle.db, async (trx) => {
+      await trx.insertInto('settings').values({ key: 'unit-first', value: '1' }).execute();
+      later = inTransaction(handle.db, async (trx2) => (await trx2.selectFrom('settings').select('key').where('key', 'like', 'unit-%').execute()).length);
+    });
+    expect(await later).toBe(1);
+  });
+});
