@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../../test/helpers/database.js';
 import pg from 'pg';
-import { pgTimestampToIso, readCompiled, type DatabaseHandle } from './database.js';
+import { pgTimestampToIso, readCompiled, rowBuilder, type DatabaseHandle } from './database.js';
 import { migrateToLatest } from './migrate.js';
 import type { Eventually } from '../shared/eventually.js';
 
@@ -79,5 +79,21 @@ describe('pgTimestampToIso', () => {
   it('leaves anything else to the Date route', () => {
     expect(pgTimestampToIso('2026-02-01 01:00:00+01', parseDate)).toBe('2026-02-01T00:00:00.000Z');
     expect(pgTimestampToIso('0044-03-15 12:00:00+00 BC', parseDate)).toBe(viaDate('0044-03-15 12:00:00+00 BC'));
+  });
+});
+
+describe('rowBuilder', () => {
+  it('makes an object of the values under the column names, in column order', () => {
+    const row = rowBuilder(['id', 'title', 'owner_id'])([7, 'Hello', 3]);
+    expect(row).toEqual({ id: 7, title: 'Hello', owner_id: 3 });
+    expect(Object.keys(row)).toEqual(['id', 'title', 'owner_id']);
+  });
+
+  it('takes any name as a plain key, and the last of two equal names wins, as better-sqlite3 does', () => {
+    const names = ['a "quoted" name', 'back\\slash', 'new\nline', 'x', 'x', '__proto__'];
+    const row = rowBuilder(names)([1, 2, 3, 4, 5, { polluted: true }]);
+    expect(row).toEqual({ 'a "quoted" name': 1, 'back\\slash': 2, 'new\nline': 3, x: 5, ['__proto__']: { polluted: true } });
+    expect(Object.getPrototypeOf(row)).toBe(Object.prototype);
+    expect(Object.hasOwn(row, '__proto__')).toBe(true);
   });
 });

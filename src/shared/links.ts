@@ -14,25 +14,24 @@ export interface Links {
 
 export function createLinks(publicUrl: string): Links {
   const url = (path: string) => publicUrl + path;
-  const get = (rel: string, path: string): Link => ({ rel, href: url(path), method: 'GET' });
+  const get = (rel: string, href: string): Link => ({ rel, href, method: 'GET' });
+  // A resource's own URL is built once and its sub-resources' from it: a page of 20 posts converts each id to text
+  // once instead of three times, and concatenates a third as much.
+  const users = `${publicUrl}/users/`;
+  const posts = `${publicUrl}/posts/`;
   return {
     url,
-    user: (id) => [
-      get('self', `/users/${id}`),
-      get('followers', `/users/${id}/followers`),
-      get('following', `/users/${id}/following`),
-      get('posts', `/users/${id}/posts`),
-    ],
-    post: ({ id, ownerId }) => [
-      get('self', `/posts/${id}`),
-      get('replies', `/posts/${id}/replies`),
-      get('recommends', `/posts/${id}/recommends`),
-      get('owner', `/users/${ownerId}`),
-    ],
-    reply: ({ id, postId, authorId }) => [
-      get('self', `/posts/${postId}/replies/${id}`),
-      get('post', `/posts/${postId}`),
-      get('owner', `/users/${authorId}`),
-    ],
+    user: (id) => {
+      const self = users + id;
+      return [get('self', self), get('followers', `${self}/followers`), get('following', `${self}/following`), get('posts', `${self}/posts`)];
+    },
+    post: ({ id, ownerId }) => {
+      const self = posts + id;
+      return [get('self', self), get('replies', `${self}/replies`), get('recommends', `${self}/recommends`), get('owner', users + ownerId)];
+    },
+    reply: ({ id, postId, authorId }) => {
+      const post = posts + postId;
+      return [get('self', `${post}/replies/${id}`), get('post', post), get('owner', users + authorId)];
+    },
   };
 }
