@@ -87,7 +87,7 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   directReaders.set(db, (query) =>
     sqlite.inTransaction ? db.executeQuery(query).then((r) => r.rows) : readers(query.sql)(query.parameters),
   );
-  enableGroupCommit(db);
+  enableGroupCommit(db, () => sqlite.inTransaction);
   return handle(db, 'sqlite');
 }
 

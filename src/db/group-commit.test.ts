@@ -111,30 +111,98 @@ describe.skipIf(backend === 'postgres')('group commit (SQLite)', () => {
     }
   });
 
-  it('rejects every unit of a group whose COMMIT fails, and keeps none of their writes', async () => {
+  it('when the COMMIT fails, runs each unit again alone: only the one at fault is rejected, with its own error', async () => {
+    const runs = { a: 0, b: 0, c: 0 };
     const outcomes = await Promise.allSettled([
-      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-a', value: 'a' }).execute()),
+      inTransaction(handle.db, (trx) => {
+        runs.a++;
+        return trx.insertInto('settings').values({ key: 'unit-a', value: 'a' }).execute();
+      }),
       inTransaction(handle.db, async (trx) => {
+        runs.b++;
         // A foreign key checked only at COMMIT, pointing at no user: the COMMIT fails.
         await sql`pragma defer_foreign_keys = on`.execute(trx);
         await trx.insertInto('tokens').values({ user_id: 999, token_hash: 'h', created_at: 'x', expires_at: 'y' }).execute();
       }),
+      inTransaction(handle.db, (trx) => {
+        runs.c++;
+        return trx.insertInto('settings').values({ key: 'unit-c', value: 'c' }).execute();
+      }),
     ]);
-    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
-    expect(String((outcomes[0] as PromiseRejectedResult).reason)).toMatch(/FOREIGN KEY constraint failed/);
-    expect(await keys(handle)).toEqual([]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((outcomes[1] as PromiseRejectedResult).reason).toMatchObject({ code: 'SQLITE_CONSTRAINT_FOREIGNKEY' });
+    // Once together (the group that failed), once alone.
+    expect(runs).toEqual({ a: 2, b: 2, c: 2 });
+    expect(await keys(handle)).toEqual(['unit-a', 'unit-c']);
     expect(await handle.db.selectFrom('tokens').selectAll().execute()).toEqual([]);
+  });
+
+  it('when a unit ends the transaction itself, rejects that unit alone and commits the others', async () => {
+    const outcomes = await Promise.allSettled([
+      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-a', value: 'a' }).execute()),
+      inTransaction(handle.db, async (trx) => {
+        await trx.insertInto('settings').values({ key: 'unit-b', value: 'b' }).execute();
+        // What SQLite does by itself on an I/O error or a full disk: the whole transaction is gone.
+        await sql`rollback`.execute(trx);
+      }),
+      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-c', value: 'c' }).execute()),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(String((outcomes[1] as PromiseRejectedResult).reason)).toMatch(/SQLite ended the transaction/);
+    expect(await keys(handle)).toEqual(['unit-a', 'unit-c']);
     // The connection is usable again afterwards.
     await inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-after', value: 'ok' }).execute());
-    expect(await keys(handle)).toEqual(['unit-after']);
+    expect(await keys(handle)).toEqual(['unit-a', 'unit-after', 'unit-c']);
+  });
+
+  it('runs the units again alone when another process wrote to the file under the group (a stale snapshot)', async () => {
+    const other = new SQLite(path.join(dir, 'db.sqlite'));
+    let interfered = false;
+    try {
+      const outcomes = await Promise.allSettled([
+        inTransaction(handle.db, async (trx) => {
+          await trx.selectFrom('settings').select('key').execute(); // the transaction's snapshot starts here
+          if (!interfered) {
+            interfered = true;
+            other.prepare("insert into settings (key, value) values ('unit-other', 'o')").run();
+          }
+          await trx.insertInto('settings').values({ key: 'unit-a', value: 'a' }).execute();
+        }),
+        inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-b', value: 'b' }).execute()),
+      ]);
+      expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled']);
+      expect(await keys(handle)).toEqual(['unit-a', 'unit-b', 'unit-other']);
+    } finally {
+      other.close();
+    }
+  });
+
+  it('commits a queue longer than one group in several, in order', async () => {
+    const names = Array.from({ length: 300 }, (_, i) => `unit-${String(i).padStart(3, '0')}`);
+    const seen = await Promise.all(
+      names.map((name) =>
+        inTransaction(handle.db, async (trx) => {
+          const before = await trx.selectFrom('settings').select('key').where('key', 'like', 'unit-%').execute();
+          await trx.insertInto('settings').values({ key: name, value: 'x' }).execute();
+          return before.length;
+        }),
+      ),
+    );
+    expect(seen).toEqual(names.map((_, i) => i));
+    expect(await keys(handle)).toEqual(names);
   });
 
   it('puts a unit started while a group commits into the next group, which sees the first group committed', async () => {
+    const events: string[] = [];
     let later: Promise<number> | undefined;
     await inTransaction(handle.db, async (trx) => {
       await trx.insertInto('settings').values({ key: 'unit-first', value: '1' }).execute();
-      later = inTransaction(handle.db, async (trx2) => (await trx2.selectFrom('settings').select('key').where('key', 'like', 'unit-%').execute()).length);
-    });
+      later = inTransaction(handle.db, async (trx2) => {
+        events.push('later ran');
+        return (await trx2.selectFrom('settings').select('key').where('key', 'like', 'unit-%').execute()).length;
+      });
+    }).then(() => events.push('first answered'));
     expect(await later).toBe(1);
+    expect(events).toEqual(['first answered', 'later ran']);
   });
 });
