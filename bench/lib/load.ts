@@ -13,20 +13,16 @@ export interface RequestSpec {
   /** May contain `{id}`: replaced on every request by a random public post id in 1..idMax. */
   path: string;
   idMax?: number;
-  /** When set, every request takes one of these paths at random instead of `path` (which should be among them). */
-  paths?: string[];
   headers?: Record<string, string>;
   body?: string;
 }
 
 /**
- * The request paths of a spec: one of its `paths` at random, its path as it is, or with `{id}` replaced on every call
- * by a random public post id in 1..idMax (ids that are multiples of 10 are not public: step to the id below). The wrk script does the same in
+ * The request paths of a spec: its path as it is, or with `{id}` replaced on every call by a random public post id
+ * in 1..idMax (ids that are multiples of 10 are not public: step to the id below). The wrk script does the same in
  * Lua; the Node load generators (autocannon, the instruction counter) call this.
  */
 export function randomPaths(spec: RequestSpec, random: () => number = Math.random): () => string {
-  const { paths } = spec;
-  if (paths && paths.length > 0) return () => paths[Math.floor(random() * paths.length)] as string;
   if (!spec.path.includes('{id}')) return () => spec.path;
   const [prefix, suffix] = spec.path.split('{id}') as [string, string];
   const idMax = spec.idMax ?? 1;
@@ -89,15 +85,7 @@ export function wrkScript(spec: RequestSpec): string {
     `local headers = { ${headers} }`,
     `local body = ${spec.body === undefined ? 'nil' : luaString(spec.body)}`,
   ];
-  if (spec.paths && spec.paths.length > 0) {
-    lines.push(
-      `local paths = { ${spec.paths.map(luaString).join(', ')} }`,
-      'math.randomseed(os.time())',
-      'request = function()',
-      '  return wrk.format(method, paths[math.random(1, #paths)], headers, body)',
-      'end',
-    );
-  } else if (spec.path.includes('{id}')) {
+  if (spec.path.includes('{id}')) {
     const [prefix, suffix] = spec.path.split('{id}') as [string, string];
     lines.push(
       `local prefix, suffix, idmax = ${luaString(prefix)}, ${luaString(suffix)}, ${spec.idMax ?? 1}`,
