@@ -4,7 +4,7 @@ import path from 'node:path';
 import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { backend, freshDatabase } from '../../test/helpers/database.js';
+import { backend, migratedDatabasePerTest } from '../../test/helpers/database.js';
 import { createDatabase, type DatabaseHandle } from './database.js';
 import { migrateToLatest } from './migrate.js';
 import { inTransaction } from './transaction.js';
@@ -16,55 +16,45 @@ const keys = async (handle: DatabaseHandle) =>
 
 /** What callers of inTransaction rely on, on either backend: serial transactions, each all or nothing. */
 describe('inTransaction, several at once', () => {
-  let handle: DatabaseHandle;
-  let drop: () => Promise<void>;
-
-  beforeEach(async () => {
-    ({ handle, drop } = await freshDatabase());
-    await migrateToLatest(handle.db);
-  });
-  afterEach(async () => {
-    await handle.destroy();
-    await drop();
-  });
+  const database = migratedDatabasePerTest();
 
   it('commits every one of them and answers each its own result', async () => {
     const results = await Promise.all(
       ['a', 'b', 'c'].map((name) =>
-        inTransaction(handle.db, async (trx) => {
+        inTransaction(database.handle.db, async (trx) => {
           await trx.insertInto('settings').values({ key: `unit-${name}`, value: name }).execute();
           return name.toUpperCase();
         }),
       ),
     );
     expect(results).toEqual(['A', 'B', 'C']);
-    expect(await keys(handle)).toEqual(['unit-a', 'unit-b', 'unit-c']);
+    expect(await keys(database.handle)).toEqual(['unit-a', 'unit-b', 'unit-c']);
   });
 
   it('rolls back only the one that throws, after its writes, and rejects it with its own error', async () => {
     const outcomes = await Promise.allSettled([
-      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-a', value: 'a' }).execute()),
-      inTransaction(handle.db, async (trx) => {
+      inTransaction(database.handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-a', value: 'a' }).execute()),
+      inTransaction(database.handle.db, async (trx) => {
         await trx.insertInto('settings').values({ key: 'unit-b', value: 'b' }).execute();
         throw new Error('b changed its mind');
       }),
-      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-c', value: 'c' }).execute()),
+      inTransaction(database.handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-c', value: 'c' }).execute()),
     ]);
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((outcomes[1] as PromiseRejectedResult).reason).toEqual(new Error('b changed its mind'));
-    expect(await keys(handle)).toEqual(['unit-a', 'unit-c']);
+    expect(await keys(database.handle)).toEqual(['unit-a', 'unit-c']);
   });
 
   it('rolls back a statement that violates a constraint without disturbing the others', async () => {
-    await handle.db.insertInto('settings').values({ key: 'unit-taken', value: 'first' }).execute();
+    await database.handle.db.insertInto('settings').values({ key: 'unit-taken', value: 'first' }).execute();
     const outcomes = await Promise.allSettled([
-      inTransaction(handle.db, (trx) => trx.updateTable('settings').set({ value: 'second' }).where('key', '=', 'unit-taken').execute()),
-      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-taken', value: 'duplicate' }).execute()),
-      inTransaction(handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-z', value: 'z' }).execute()),
+      inTransaction(database.handle.db, (trx) => trx.updateTable('settings').set({ value: 'second' }).where('key', '=', 'unit-taken').execute()),
+      inTransaction(database.handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-taken', value: 'duplicate' }).execute()),
+      inTransaction(database.handle.db, (trx) => trx.insertInto('settings').values({ key: 'unit-z', value: 'z' }).execute()),
     ]);
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
-    expect(await setting(handle, 'unit-taken')).toEqual({ value: 'second' });
-    expect(await keys(handle)).toEqual(['unit-taken', 'unit-z']);
+    expect(await setting(database.handle, 'unit-taken')).toEqual({ value: 'second' });
+    expect(await keys(database.handle)).toEqual(['unit-taken', 'unit-z']);
   });
 });
 

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { CompiledQuery, type Kysely } from 'kysely';
 import pg from 'pg';
+import { afterEach, beforeEach } from 'vitest';
 import { createDatabase, type DatabaseHandle } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
 import type { Database } from '../../src/db/types.js';
 
 export type Backend = 'sqlite' | 'postgres';
@@ -24,6 +26,31 @@ export async function freshDatabase(): Promise<{ handle: DatabaseHandle; url: st
     handle: createDatabase(url, { pgSchema: schema, poolMax: 10 }),
     url,
     drop: () => adminQuery(url, `drop schema if exists ${schema} cascade`),
+  };
+}
+
+/**
+ * A fresh, migrated database (see `freshDatabase`) for every test of the enclosing `describe`: `.handle` is the
+ * current test's, destroyed and dropped after it.
+ */
+export function migratedDatabasePerTest(): { readonly handle: DatabaseHandle } {
+  let current: { handle: DatabaseHandle; drop: () => Promise<void> } | undefined;
+  beforeEach(async () => {
+    const fresh = await freshDatabase();
+    await migrateToLatest(fresh.handle.db);
+    current = fresh;
+  });
+  afterEach(async () => {
+    const done = current;
+    current = undefined;
+    await done?.handle.destroy();
+    await done?.drop();
+  });
+  return {
+    get handle() {
+      if (!current) throw new Error('the database exists only while a test runs');
+      return current.handle;
+    },
   };
 }
 
