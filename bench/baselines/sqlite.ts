@@ -18,6 +18,7 @@ db.pragma('journal_mode = WAL');
 db.pragma('synchronous = NORMAL');
 db.pragma('foreign_keys = ON');
 db.pragma('busy_timeout = 5000');
+db.pragma('temp_store = MEMORY');
 const read = db.prepare<[number], PostRow>(`SELECT ${POST_COLUMNS} FROM posts WHERE id = ? AND visibility = 'public'`);
 const insert = db.prepare<[number, string, string, string, string, string], PostRow>(
   `INSERT INTO posts (owner_id, title, content, visibility, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING ${POST_COLUMNS}`,
