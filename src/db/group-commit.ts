@@ -51,7 +51,7 @@ const committers = new WeakMap<Kysely<Database>, GroupCommit>();
 export const groupCommitOf = (db: Kysely<Database>): GroupCommit | undefined => committers.get(db);
 
 /** Gives `db` a group commit: from now on `inTransaction(db, …)` goes through it. */
-export function enableGroupCommit(db: Kysely<Database>, isOpen?: () => boolean): GroupCommit {
+export function enableGroupCommit(db: Kysely<Database>, isOpen: () => boolean): GroupCommit {
   const committer = createGroupCommit(db, isOpen);
   committers.set(db, committer);
   return committer;
@@ -62,7 +62,7 @@ export function enableGroupCommit(db: Kysely<Database>, isOpen?: () => boolean):
  * `inTransaction`): SQLite rolls the whole transaction back by itself on some errors, after which a savepoint
  * cannot be rolled back to and later statements would run outside any transaction.
  */
-export function createGroupCommit(db: Kysely<Database>, isOpen: () => boolean = () => true): GroupCommit {
+export function createGroupCommit(db: Kysely<Database>, isOpen: () => boolean): GroupCommit {
   let queue: Pending[] = [];
   let scheduled = false;
 
