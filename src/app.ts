@@ -5,6 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from './config.js';
 import { createDatabase, type DatabaseHandle } from './db/database.js';
 import { createLinks, type Links } from './shared/links.js';
+import { createSerializerCompiler } from './plugins/serialization.js';
 import { createValidatorCompiler } from './plugins/validation.js';
 import loggingPlugin, { createLogger, loggerOptions } from './plugins/logging.js';
 import errorHandler from './plugins/error-handler.js';
@@ -67,6 +68,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   app.log = options.logger === undefined ? createLogger(loggerOptions(config)) : options.logger || createLogger(false);
 
   app.setValidatorCompiler(createValidatorCompiler());
+  app.setSerializerCompiler(createSerializerCompiler());
   // Bodies are JSON only (CONTRACT §1): without Fastify's built-in text/plain parser, any other type is a 415.
   app.removeContentTypeParser('text/plain');
   app.decorate('config', config);

@@ -10,8 +10,11 @@ export const ConfigSchema = Type.Object({
   host: Type.String({ minLength: 1 }),
   /** `sqlite:<path>`, `sqlite::memory:` or `postgres://…` */
   databaseUrl: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)$' }),
-  /** Base of every link href and Location header; never taken from the request's Host header. */
-  publicUrl: Type.String({ pattern: '^https?://[^/?#]+(/[^?#]*)?$' }),
+  /**
+   * Base of every link href and Location header; never taken from the request's Host header. Only characters a URL
+   * may carry unencoded (RFC 3986), so a link never needs JSON escaping (see VERBATIM) and never breaks a header.
+   */
+  publicUrl: Type.String({ pattern: "^https?://[A-Za-z0-9._~!$&'()*+,;=:@%\\[\\]-]+(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$" }),
   adminUsername: Type.Optional(Type.String()),
   adminPassword: Type.Optional(Type.String()),
   rateLimit: Type.Object({

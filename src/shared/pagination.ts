@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sql, type RawBuilder } from 'kysely';
 import { AppError } from './errors.js';
@@ -18,7 +18,9 @@ export interface CursorCodec {
 }
 
 export function createCursorCodec(secret: string): CursorCodec {
-  const sign = (payload: string) => createHmac('sha256', secret).update(payload).digest().subarray(0, 12);
+  // A KeyObject made once: given the secret as a string, every createHmac call would convert it again.
+  const key = createSecretKey(Buffer.from(secret));
+  const sign = (payload: string) => createHmac('sha256', key).update(payload).digest().subarray(0, 12);
   return {
     encode(scope, key) {
       const payload = `${scope}|${key}`;
@@ -72,8 +74,41 @@ export async function keysetPage<Row extends { id: number }>(
   const rows = await fetch({ limit, after });
   if (rows.length <= limit) return rows;
   const items = rows.slice(0, limit);
-  const next = new URL(request.url, 'http://placeholder');
-  next.searchParams.set('cursor', cursors.encode(scope, (items[items.length - 1] as Row).id));
-  reply.header('link', `<${config.publicUrl}${next.pathname}?${next.searchParams.toString()}>; rel="next"`);
+  const next = withCursor(request.url, cursors.encode(scope, (items[items.length - 1] as Row).id));
+  reply.header('link', `<${config.publicUrl}${next}>; rel="next"`);
   return items;
+}
+
+/** Characters a request target may carry unencoded (RFC 3986): safe as they are inside `<…>` in a Link header. */
+const URL_CHARACTERS = /^[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*$/;
+
+/**
+ * The request target (path and query, as sent) with its `cursor` parameter replaced by `cursor`, the other
+ * parameters kept in their order. A target of URL characters only, which is what clients send, is rebuilt by
+ * splitting on `&`: parsing it as a WHATWG URL and its query was a fifth of what a page after the first costs
+ * more than the first page (counted with callgrind). Anything else goes through the URL parser, which
+ * percent-encodes it.
+ */
+export function withCursor(target: string, cursor: string): string {
+  if (!URL_CHARACTERS.test(target)) {
+    const url = new URL(target, 'http://placeholder');
+    url.searchParams.set('cursor', cursor);
+    return `${url.pathname}?${url.searchParams.toString()}`;
+  }
+  const q = target.indexOf('?');
+  const kept = q < 0 ? [] : target.slice(q + 1).split('&').filter((pair) => pair !== '' && parameterName(pair) !== 'cursor');
+  kept.push(`cursor=${cursor}`);
+  return `${q < 0 ? target : target.slice(0, q)}?${kept.join('&')}`;
+}
+
+/** A query pair's name as the query parser reads it (`cur%73or` is `cursor` too). */
+function parameterName(pair: string): string {
+  const eq = pair.indexOf('=');
+  const name = eq < 0 ? pair : pair.slice(0, eq);
+  if (!/[%+]/.test(name)) return name;
+  try {
+    return decodeURIComponent(name.replace(/\+/g, ' '));
+  } catch {
+    return name;
+  }
 }
