@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
+import { URL_CHARACTER_CLASS } from './shared/links.js';
 
 /**
  * The whole configuration, read from the environment in this one place (CONTRACT §5).
@@ -14,7 +15,7 @@ export const ConfigSchema = Type.Object({
    * Base of every link href and Location header; never taken from the request's Host header. Only characters a URL
    * may carry unencoded (RFC 3986), so a link never needs JSON escaping (see VERBATIM) and never breaks a header.
    */
-  publicUrl: Type.String({ pattern: "^https?://[A-Za-z0-9._~!$&'()*+,;=:@%\\[\\]-]+(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$" }),
+  publicUrl: Type.String({ pattern: `^https?://[${URL_CHARACTER_CLASS}\\[\\]]+(/[${URL_CHARACTER_CLASS}/]*)?$` }),
   adminUsername: Type.Optional(Type.String()),
   adminPassword: Type.Optional(Type.String()),
   rateLimit: Type.Object({

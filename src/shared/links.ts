@@ -1,6 +1,14 @@
 import type { Link } from './schemas.js';
 
 /**
+ * The characters a URL may carry unencoded (RFC 3986: unreserved, sub-delims, `:`, `@` and `%` of an escape), as
+ * the body of a regular-expression character class (the hyphen first, so it stays literal). Neither JSON nor a
+ * Link header's `<…>` needs any of them escaped: the configured public URL and the request targets copied into
+ * next-page links are held to them.
+ */
+export const URL_CHARACTER_CLASS = "-A-Za-z0-9._~!$&'()*+,;=:@%";
+
+/**
  * Hypermedia links, built from the configured public base URL and never from the request's Host header
  * (a client could otherwise make the service hand out links to a host of its choosing).
  */

@@ -2,6 +2,7 @@ import { createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sql, type RawBuilder } from 'kysely';
 import { AppError } from './errors.js';
+import { URL_CHARACTER_CLASS } from './links.js';
 
 /**
  * Keyset pagination. Every collection is ordered by one integer key (an id, which only grows), so a page is
@@ -79,8 +80,8 @@ export async function keysetPage<Row extends { id: number }>(
   return items;
 }
 
-/** Characters a request target may carry unencoded (RFC 3986): safe as they are inside `<…>` in a Link header. */
-const URL_CHARACTERS = /^[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*$/;
+/** A request target (path and query) of URL characters only: safe as it is inside `<…>` in a Link header. */
+const URL_CHARACTERS = new RegExp(`^[${URL_CHARACTER_CLASS}/?]*$`);
 
 /**
  * The request target (path and query, as sent) with its `cursor` parameter replaced by `cursor`, the other
