@@ -6,6 +6,7 @@ import { Kysely, PostgresDialect, SqliteDialect, sql, type CompiledQuery, type P
 import type { Database } from './types.js';
 import type { Eventually } from '../shared/eventually.js';
 import { enableGroupCommit } from './group-commit.js';
+import { fifoCache } from '../shared/fifo-cache.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -82,6 +83,10 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   // journal, a temporary file once it outgrows 64 KiB: ~6 pwrite calls of 4 KiB per created post and a new temp
   // file per group, measured with strace. In memory it is a copy, truncated whenever a savepoint is released.
   sqlite.pragma('temp_store = MEMORY');
+  // Kysely's SQLite driver prepares every statement afresh, which costs more than running a point read. Queries
+  // come in a small set of shapes (values travel as parameters), so prepared statements (Kysely's, and the row
+  // readers of `readCompiled`) are kept per SQL text. Sharing one is safe: Kysely runs one query at a time per
+  // connection.
   const statements = fifoCache((text: string) => sqlite.prepare(text));
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: { close: () => sqlite.close(), prepare: statements } }) });
   const readers = fifoCache(rowReader(sqlite));
@@ -111,25 +116,6 @@ export function readCompiled<R>(db: Kysely<Database>, query: CompiledQuery<R>): 
   return direct ? (direct(query) as Eventually<R[]>) : db.executeQuery(query).then((result) => result.rows);
 }
 
-/**
- * Kysely's SQLite driver prepares every statement afresh, which costs more than running a point read. Queries
- * come in a small set of shapes (values travel as parameters), so prepared statements (Kysely's, and the row
- * readers of `readCompiled`) are kept per SQL text, the oldest dropped beyond `size` (first in, first out: the shapes are far fewer than `size`, and keeping a hit at
- * the young end would cost a Map delete and set on every query). Sharing one is safe: Kysely runs one query at a
- * time per connection.
- */
-function fifoCache<V>(make: (text: string) => V, size = 500): (text: string) => V {
-  const cache = new Map<string, V>();
-  return (text) => {
-    let value = cache.get(text);
-    if (value === undefined) {
-      value = make(text);
-      if (cache.size >= size) cache.delete(cache.keys().next().value as string);
-      cache.set(text, value);
-    }
-    return value;
-  };
-}
 
 /**
  * Runs a SELECT for `readCompiled` and answers its rows as objects keyed by column name, as better-sqlite3 and

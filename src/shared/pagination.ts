@@ -1,7 +1,8 @@
-import { createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sql, type RawBuilder } from 'kysely';
 import { AppError } from './errors.js';
+import { fifoCache } from './fifo-cache.js';
 import { URL_CHARACTER_CLASS } from './links.js';
 
 /**
@@ -18,29 +19,56 @@ export interface CursorCodec {
   decode(scope: string, cursor: string): number;
 }
 
+/** A cursor's MAC: the first 12 bytes of HMAC-SHA256(secret, `scope|key`) in base64url, which makes 16 characters. */
+const MAC_LENGTH = 16;
+const KEY_TEXT = /^(0|[1-9][0-9]{0,15})$/;
+
+/**
+ * Cursors read `<key>.<MAC>`. The key is in plain digits: it is no secret (every item shows its id), and the MAC is
+ * what makes an edited cursor a 400. Earlier versions wrote the key in base64url (`MTQ4NQ` for 1485, always a letter
+ * first, the same MAC); such cursors are still accepted, so that a client paging through an upgrade is not cut off.
+ */
 export function createCursorCodec(secret: string): CursorCodec {
   // A KeyObject made once: given the secret as a string, every createHmac call would convert it again.
   const key = createSecretKey(Buffer.from(secret));
-  const sign = (payload: string) => createHmac('sha256', key).update(payload).digest().subarray(0, 12);
+  // An HMAC through node:crypto costs ~25,000 instructions (OpenSSL looks the digest up and sets up contexts on
+  // every call, then hashes four SHA-256 blocks), more than the rest of decoding a cursor and building the next
+  // link together: counted with callgrind, a page after a cursor cost 5% more than the same page without one, with
+  // 22% more instruction-cache misses, nearly all of it in `decode`. Every cursor is MAC'd at least twice, when a
+  // page issues it in its next link and when the client sends it back, and a busy collection's first pages issue
+  // the same cursor to every reader until a new item arrives. So MACs are kept per `scope|key` for the 4,096 most
+  // recently computed: a client walking a collection on one process has each cursor it sends checked against
+  // the MAC computed when the cursor was issued. The check itself is unchanged (the MAC is a pure function of
+  // `scope|key` and the secret, and is compared in constant time), and a cursor that is not in the memo costs what
+  // it did before.
+  const macOf = fifoCache(
+    (payload) => createHmac('sha256', key).update(payload).digest('base64url').slice(0, MAC_LENGTH),
+    4096,
+  );
   return {
     encode(scope, key) {
-      const payload = `${scope}|${key}`;
-      return `${Buffer.from(String(key)).toString('base64url')}.${sign(payload).toString('base64url')}`;
+      return `${key}.${macOf(`${scope}|${key}`)}`;
     },
     decode(scope, cursor) {
       // Built only on failure: an error captures a stack trace, which cost ~20 µs on every page after the first.
       const invalid = () => AppError.badRequest('cursor', 'is not a valid cursor for this collection');
-      const [keyPart, macPart, extra] = cursor.split('.');
-      if (!keyPart || !macPart || extra !== undefined) throw invalid();
-      const keyText = Buffer.from(keyPart, 'base64url').toString();
-      if (!/^(0|[1-9][0-9]{0,15})$/.test(keyText)) throw invalid();
+      const dot = cursor.indexOf('.');
+      if (dot < 0 || cursor.length !== dot + 1 + MAC_LENGTH) throw invalid();
+      let keyText = cursor.slice(0, dot);
+      if (!KEY_TEXT.test(keyText)) keyText = Buffer.from(keyText, 'base64url').toString();
+      if (!KEY_TEXT.test(keyText)) throw invalid();
       const key = Number(keyText);
-      const expected = sign(`${scope}|${key}`);
-      const given = Buffer.from(macPart, 'base64url');
-      if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalid();
+      if (!sameInConstantTime(cursor.slice(dot + 1), macOf(`${scope}|${key}`))) throw invalid();
       return key;
     },
   };
+}
+
+/** Whether two strings of the same length are equal, in a time that does not tell where they differ. */
+function sameInConstantTime(a: string, b: string): boolean {
+  let diff = a.length ^ b.length;
+  for (let i = 0; i < b.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
 }
 
 /**
