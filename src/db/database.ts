@@ -116,7 +116,6 @@ export function readCompiled<R>(db: Kysely<Database>, query: CompiledQuery<R>): 
   return direct ? (direct(query) as Eventually<R[]>) : db.executeQuery(query).then((result) => result.rows);
 }
 
-
 /**
  * Runs a SELECT for `readCompiled` and answers its rows as objects keyed by column name, as better-sqlite3 and
  * Kysely do, but built here from better-sqlite3's raw mode (each row an array): better-sqlite3 sets each column

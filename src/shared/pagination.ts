@@ -34,7 +34,7 @@ export function createCursorCodec(secret: string): CursorCodec {
   // An HMAC through node:crypto costs ~25,000 instructions (OpenSSL looks the digest up and sets up contexts on
   // every call, then hashes four SHA-256 blocks), more than the rest of decoding a cursor and building the next
   // link together: counted with callgrind, a page after a cursor cost 5% more than the same page without one, with
-  // 22% more instruction-cache misses, nearly all of it in `decode`. Every cursor is MAC'd at least twice, when a
+  // 22% more instruction-cache misses, most of it in `decode` (35,000 of the 48,000 instructions). Every cursor is MAC'd at least twice, when a
   // page issues it in its next link and when the client sends it back, and a busy collection's first pages issue
   // the same cursor to every reader until a new item arrives. So MACs are kept per `scope|key` for the 4,096 most
   // recently computed: a client walking a collection on one process has each cursor it sends checked against
@@ -64,7 +64,11 @@ export function createCursorCodec(secret: string): CursorCodec {
   };
 }
 
-/** Whether two strings of the same length are equal, in a time that does not tell where they differ. */
+/**
+ * Whether two strings of the same length are equal, in a time that does not tell where they differ. The MACs are
+ * base64url strings: `crypto.timingSafeEqual` would need a Buffer made of each first, the conversion `decode`
+ * no longer does.
+ */
 function sameInConstantTime(a: string, b: string): boolean {
   let diff = a.length ^ b.length;
   for (let i = 0; i < b.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
