@@ -5,6 +5,20 @@ import { buildOpenApiDocument } from './helpers/openapi.js';
 
 const METHODS = ['get', 'post', 'put', 'delete'] as const;
 type Operation = { operationId?: string; tags?: string[]; summary?: string; responses?: Record<string, unknown> };
+interface SchemaNode {
+  type?: string;
+  pattern?: string;
+  enum?: unknown[];
+  const?: unknown;
+  properties?: Record<string, SchemaNode>;
+  items?: SchemaNode;
+  anyOf?: SchemaNode[];
+  oneOf?: SchemaNode[];
+}
+type OperationInput = {
+  parameters?: { name: string; in: string; schema?: SchemaNode }[];
+  requestBody?: { content?: Record<string, { schema?: SchemaNode }> };
+};
 
 describe('the OpenAPI document', () => {
   it('is a valid OpenAPI 3.1 document', async () => {
@@ -32,6 +46,39 @@ describe('the OpenAPI document', () => {
         expect(Object.keys(op.responses ?? {}), where).toEqual(expect.arrayContaining(['429', '500']));
       }
     }
+  });
+
+  // CONTRACT §1: text a database cannot store is a 400 on every backend alike. PostgreSQL refuses U+0000 in any
+  // text it is handed, a lookup's parameter included (a 500 if it got that far), so every string a request can
+  // carry, in its query or its body, must be checked before it reaches the database: by a pattern that rejects
+  // U+0000, or by an enum.
+  it('checks every string a request carries for text no database can store', async () => {
+    const document = await buildOpenApiDocument();
+    const paths = document.paths as Record<string, Record<string, OperationInput>>;
+    const unchecked: string[] = [];
+    const visit = (schema: SchemaNode | undefined, where: string) => {
+      if (!schema) return;
+      if (schema.type === 'string' && schema.enum === undefined && schema.const === undefined) {
+        if (schema.pattern === undefined || new RegExp(schema.pattern, 'u').test('a\u0000b')) unchecked.push(where);
+      }
+      for (const [name, property] of Object.entries(schema.properties ?? {})) visit(property, `${where}.${name}`);
+      if (schema.items) visit(schema.items, `${where}[]`);
+      for (const branch of [...(schema.anyOf ?? []), ...(schema.oneOf ?? [])]) visit(branch, where);
+    };
+    let strings = 0;
+    for (const [path, item] of Object.entries(paths)) {
+      for (const method of METHODS) {
+        const op = item[method];
+        if (!op) continue;
+        for (const parameter of op.parameters ?? []) {
+          if (parameter.schema?.type === 'string') strings++;
+          visit(parameter.schema, `${method.toUpperCase()} ${path} ${parameter.in} ${parameter.name}`);
+        }
+        visit(op.requestBody?.content?.['application/json']?.schema, `${method.toUpperCase()} ${path} body`);
+      }
+    }
+    expect(strings).toBeGreaterThan(20);
+    expect(unchecked).toEqual([]);
   });
 
   it('matches the committed openapi.json (run `npm run openapi` after changing a route)', async () => {

@@ -1,6 +1,9 @@
-import { Ajv, type Options } from 'ajv';
+import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import type { FastifySchemaCompiler } from 'fastify';
+import type { FastifySchemaCompiler, FastifySchemaValidationError } from 'fastify';
+
+type FastifyValidationResult = ReturnType<FastifySchemaCompiler<unknown>>;
+type DataValidationCxt = Parameters<ValidateFunction>[1];
 import { isInt64String } from '../shared/schemas.js';
 
 /**
@@ -18,8 +21,65 @@ function createAjv(options: Options): Ajv {
   return ajv;
 }
 
+/** How an integer is written in a query string: decimal digits, perhaps a minus sign (range is the schema's). */
+const DECIMAL = /^-?[0-9]+$/;
+
+/** An error in Ajv's shape, so that the one error handler names the field as it does for Ajv's own. */
+const notDecimal = (field: string): FastifySchemaValidationError => ({
+  keyword: 'decimal',
+  instancePath: `/${field}`,
+  schemaPath: `#/properties/${field}/type`,
+  params: {},
+  message: 'must be a decimal integer',
+});
+
+/**
+ * A query-string validator that first requires every integer parameter to be written as a decimal integer. Ajv's
+ * coercion alone takes "1e1", "0x10", "1.0", "+5" or " 7" as numbers; a path id that is not canonical is a 400
+ * (CONTRACT §1), and so is a query integer spelled another way, on every collection and on the board list alike.
+ * Sign and range are left to the schema, whose messages say what is allowed.
+ */
+function decimalIntegers(
+  validate: ValidateFunction,
+  schema: { properties?: Record<string, { type?: unknown }> },
+): FastifyValidationResult {
+  const integers = Object.entries(schema.properties ?? {})
+    .filter(([, property]) => property.type === 'integer')
+    .map(([name]) => name);
+  if (integers.length === 0) return validate;
+  const checked = (data: unknown, context?: DataValidationCxt): boolean => {
+    const query = data as Record<string, unknown>;
+    let spelled: string[] | undefined;
+    for (const name of integers) {
+      const value = query[name];
+      if (typeof value === 'string' && !DECIMAL.test(value)) (spelled ??= []).push(name);
+    }
+    if (spelled === undefined) {
+      const valid = validate(data, context);
+      result.errors = validate.errors;
+      return valid;
+    }
+    // The other fields are still checked, so that one answer names every problem (`allErrors`).
+    for (const name of spelled) delete query[name];
+    validate(data, context);
+    result.errors = [...spelled.map(notDecimal), ...(validate.errors ?? [])];
+    return false;
+  };
+  // Fastify reads `errors` after a `false`, and passes the parent object to a validator that has a `schemaEnv`
+  // (Ajv needs it to coerce a root value).
+  const result: FastifyValidationResult & { schemaEnv: unknown } = Object.assign(checked, {
+    errors: null as FastifySchemaValidationError[] | null | undefined,
+    schemaEnv: validate.schemaEnv,
+  });
+  return result;
+}
+
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const bodies = createAjv({ coerceTypes: false });
   const strings = createAjv({ coerceTypes: true });
-  return ({ schema, httpPart }) => (httpPart === 'body' ? bodies : strings).compile(schema as object);
+  return ({ schema, httpPart }) => {
+    if (httpPart === 'body') return bodies.compile(schema as object);
+    const validate = strings.compile(schema as object);
+    return httpPart === 'querystring' ? decimalIntegers(validate, schema as never) : validate;
+  };
 }

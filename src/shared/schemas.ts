@@ -7,6 +7,9 @@ export const STORABLE_TEXT_PATTERN = '^[^\\u0000\\uD800-\\uDFFF]*$';
 /** Storable text that is not blank (at least one non-whitespace character). */
 export const NON_BLANK_TEXT_PATTERN = '^(?=[\\s\\S]*\\S)[^\\u0000\\uD800-\\uDFFF]*$';
 
+/** A pagination cursor as the service writes it (`<key>.<MAC>`, base64url and digits); anything else is a 400. */
+export const CURSOR_PATTERN = '^[A-Za-z0-9_.-]*$';
+
 /** 3–32 letters, digits or underscores (CONTRACT §3). */
 export const USERNAME_PATTERN = '^[A-Za-z0-9_]{3,32}$';
 
@@ -16,7 +19,16 @@ export const PATTERN_MESSAGES: Record<string, string> = {
   [STORABLE_TEXT_PATTERN]: 'must not contain U+0000 or unpaired surrogates',
   [USERNAME_PATTERN]: 'must be 3 to 32 letters, digits or underscores',
   [NON_BLANK_TEXT_PATTERN]: 'must not be blank, nor contain U+0000 or unpaired surrogates',
+  [CURSOR_PATTERN]: 'is not a valid cursor for this collection',
 };
+
+/**
+ * Text of a bounded length that every storage engine can hold, blank or not: for input that is looked up rather
+ * than stored (a username to sign in with, a search filter). U+0000 in a query parameter is a 500 on PostgreSQL
+ * ("invalid byte sequence") but not on SQLite; rejecting it in the schema answers 400 on both alike (CONTRACT §1).
+ */
+export const StorableString = (minLength: number, maxLength: number, description?: string) =>
+  Type.String({ minLength, maxLength, pattern: STORABLE_TEXT_PATTERN, ...(description ? { description } : {}) });
 
 /** A path identifier: a string because 64-bit values do not fit a JS number; see `toId`. */
 export const IdParam = (description: string) =>
@@ -113,7 +125,7 @@ export const DeletedSchema = Type.Object({ deleted: Type.Integer({ minimum: 0 })
 export const PageQuerySchema = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Items per page' })),
   cursor: Type.Optional(
-    Type.String({ maxLength: 512, description: 'Opaque; copy it from the `next` link of the previous page' }),
+    Type.String({ maxLength: 512, pattern: CURSOR_PATTERN, description: 'Opaque; copy it from the `next` link of the previous page' }),
   ),
 });
 export type PageQuery = Static<typeof PageQuerySchema>;

@@ -1,10 +1,10 @@
 import { Type } from 'typebox';
-import { Id, IdParam, Timestamp } from '../../shared/schemas.js';
+import { Id, IdParam, StorableString, Timestamp } from '../../shared/schemas.js';
 
 export const CreateTokenBodySchema = Type.Object(
   {
-    username: Type.String({ minLength: 1, maxLength: 64 }),
-    password: Type.String({ minLength: 1, maxLength: 256 }),
+    username: StorableString(1, 64),
+    password: StorableString(1, 256),
   },
   { additionalProperties: false, title: 'Credentials' },
 );

@@ -42,6 +42,8 @@ describe('POST /tokens', () => {
     ['a missing password', { username: 'someone' }, 'password'],
     ['an unknown field', { username: 'someone', password: 'x', remember: true }, 'remember'],
     ['a numeric password', { username: 'someone', password: 12345678 }, 'password'],
+    ['a username with U+0000', { username: 'some\u0000one', password: 'correct horse battery' }, 'username'],
+    ['a password with U+0000', { username: 'someone', password: 'correct\u0000horse' }, 'password'],
   ])('rejects %s with 400 naming the field', async (_case, body, field) => {
     const app = await buildTestApp();
     const res = await call(app, 'POST', '/tokens', { body });

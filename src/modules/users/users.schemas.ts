@@ -6,6 +6,7 @@ import {
   PageQuerySchema,
   ReadOnlyEcho,
   STORABLE_TEXT_PATTERN,
+  StorableString,
   Text,
   Timestamp,
   USERNAME_PATTERN,
@@ -69,7 +70,7 @@ export const ReplaceUserBodySchema = Type.Object(
 
 export const ChangePasswordBodySchema = Type.Object(
   {
-    currentPassword: Type.String({ minLength: 1, maxLength: 256 }),
+    currentPassword: StorableString(1, 256),
     newPassword: Password('8–256 characters'),
   },
   { additionalProperties: false, title: 'PasswordChange' },
@@ -77,5 +78,5 @@ export const ChangePasswordBodySchema = Type.Object(
 
 export const ListUsersQuerySchema = Type.Object({
   ...PageQuerySchema.properties,
-  username: Type.Optional(Type.String({ maxLength: 64, description: 'Exact username, compared case-insensitively' })),
+  username: Type.Optional(StorableString(0, 64, 'Exact username, compared case-insensitively')),
 });
