@@ -8,7 +8,8 @@ import { createLinks, type Links } from './shared/links.js';
 import { createSerializerCompiler } from './plugins/serialization.js';
 import { createValidatorCompiler } from './plugins/validation.js';
 import loggingPlugin, { createLogger, loggerOptions } from './plugins/logging.js';
-import errorHandler from './plugins/error-handler.js';
+import errorHandler, { frameworkError } from './plugins/error-handler.js';
+import jsonBodyPlugin from './plugins/json-body.js';
 import databasePlugin from './plugins/database.js';
 import authPlugin from './plugins/auth.js';
 import securityPlugin from './plugins/security.js';
@@ -60,10 +61,12 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       const incoming = req.headers['x-request-id'];
       return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : nextRequestId();
     },
-    // Reject duplicate keys and prototype pollution attempts in JSON bodies.
+    // Reject prototype pollution attempts in JSON bodies (`__proto__`, `constructor.prototype`) with a 400.
+    // Duplicate keys are not rejected: JSON.parse keeps the last, as RFC 8259 allows.
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     routerOptions: { maxParamLength: 200 },
+    frameworkErrors: frameworkError,
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.log = options.logger === undefined ? createLogger(loggerOptions(config)) : options.logger || createLogger(false);
 
@@ -88,6 +91,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
 
   await app.register(loggingPlugin);
   await app.register(errorHandler);
+  await app.register(jsonBodyPlugin);
   await app.register(databasePlugin, {
     database: options.database ?? createDatabase(config.databaseUrl, { poolMax: config.pgPoolMax }),
     migrate: options.migrate ?? true,

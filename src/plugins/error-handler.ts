@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import type { FastifyError, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { AppError, type FieldError } from '../shared/errors.js';
 import { EnvelopeErrorSchema, PATTERN_MESSAGES, ProblemSchema } from '../shared/schemas.js';
+import { allowOrigin } from './security.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -123,6 +124,23 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, n: Norma
 }
 
 /**
+ * Fastify's `frameworkErrors`: what its router rejects before any route or hook runs, a path whose percent-encoding
+ * is not valid UTF-8 (`/users/%zz`) or a path segment longer than `maxParamLength`. Without this Fastify answers
+ * in a shape of its own, without a request id; here they get the service's error shapes and headers. Both are
+ * malformed requests (400): no segment that long is an id, which is at most 19 digits.
+ */
+export function frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id).header('vary', 'Origin');
+  allowOrigin(request, reply);
+  const detail =
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? 'A path segment is longer than any identifier can be'
+      : 'The path is not valid percent-encoded UTF-8';
+  request.log.info({ status: 400, detail }, 'request rejected');
+  void sendError(request, reply, { status: 400, detail, errors: [{ field: 'path', message: 'is malformed' }] });
+}
+
+/**
  * Every route declares the errors particular to it (401, 403, 404, 409); the ones any route can answer are added
  * here so that no route forgets them: 400 when it takes input, 413 and 415 when it takes a body, 429 and 500
  * always. The schema drives serialization and the OpenAPI document alike.
@@ -141,6 +159,9 @@ function documentErrors(route: RouteOptions): void {
     }
   };
   if (schema.body || schema.params || schema.querystring) add(400, 'Malformed request: the field is named in `errors`');
+  if ((schema.security as Array<Record<string, unknown>> | undefined)?.some((requirement) => 'bearerAuth' in requirement)) {
+    add(401, 'The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate)');
+  }
   if (schema.body) {
     add(413, 'Request body too large');
     add(415, 'Request body is not application/json');

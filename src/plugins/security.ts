@@ -1,4 +1,5 @@
 import fp from 'fastify-plugin';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import { AppError } from '../shared/errors.js';
 
@@ -8,6 +9,12 @@ const EXPOSED_HEADERS = ['Location', 'Link', 'X-Request-Id', 'Retry-After', 'WWW
 const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, DELETE';
 /** How long a browser may cache a preflight answer, in seconds. */
 const PREFLIGHT_MAX_AGE = '600';
+
+/** CORS for an actual (non-preflight) request: a browser may read the answer, and the API's headers on it. */
+export function allowOrigin(request: FastifyRequest, reply: FastifyReply): void {
+  const { origin } = request.headers;
+  if (origin !== undefined) reply.header('access-control-allow-origin', origin).header('access-control-expose-headers', EXPOSED_HEADERS);
+}
 
 /**
  * Cross-cutting protections: the request id on every response, CORS for browser clients, and rate limits.
@@ -39,7 +46,7 @@ export default fp(
         return;
       }
       reply.header('vary', isOptions ? 'Origin, Access-Control-Request-Headers' : 'Origin');
-      if (origin !== undefined) reply.header('access-control-allow-origin', origin).header('access-control-expose-headers', EXPOSED_HEADERS);
+      allowOrigin(request, reply);
       if (!isOptions) {
         done();
         return;

@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { buildTestApp } from '../../test/helpers/build-test-app.js';
+
+const PROBLEM = 'application/problem+json; charset=utf-8';
+const ENVELOPE = 'application/json; charset=utf-8';
+
+/**
+ * What Fastify's router rejects before any route or hook runs still answers in the service's shapes, with a
+ * request id: a path that is not valid percent-encoded UTF-8, and a path segment longer than any id.
+ */
+describe('errors raised by the router itself', () => {
+  it.each([
+    ['/users/%zz', 'problem'],
+    ['/posts/1/replies/%E0%A4%A', 'problem'],
+    ['/boards/%zz', 'envelope'],
+    [`/users/${'1'.repeat(201)}`, 'problem'],
+    [`/posts/1/replies/${'9'.repeat(300)}`, 'problem'],
+    [`/boards/${'1'.repeat(201)}`, 'envelope'],
+  ])('GET %s: 400 in the %s shape, with X-Request-Id', async (url, shape) => {
+    const app = await buildTestApp();
+    const res = await app.inject({ method: 'GET', url, headers: { origin: 'https://app.example', 'x-request-id': 'trace-42' } });
+    expect(res.statusCode).toBe(400);
+    expect(res.headers['x-request-id']).toBe('trace-42');
+    expect(res.headers['access-control-allow-origin']).toBe('https://app.example');
+    if (shape === 'problem') {
+      expect(res.headers['content-type']).toBe(PROBLEM);
+      expect(res.json()).toEqual({
+        type: 'about:blank',
+        title: 'Bad Request',
+        status: 400,
+        detail: expect.any(String),
+        instance: url,
+        errors: [{ field: 'path', message: 'is malformed' }],
+      });
+    } else {
+      expect(res.headers['content-type']).toBe(ENVELOPE);
+      expect(res.json()).toEqual({ code: '400', message: expect.any(String), data: null, errors: [{ field: 'path', message: 'is malformed' }] });
+    }
+  });
+});

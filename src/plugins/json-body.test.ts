@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { buildTestApp, call } from '../../test/helpers/build-test-app.js';
+import { signUp } from '../../test/helpers/factories.js';
+
+const PROBLEM = 'application/problem+json; charset=utf-8';
+
+/** A board post sent as raw bytes with a given Content-Type; answers the response and the boards stored. */
+async function postRaw(bytes: Buffer, type: string) {
+  const app = await buildTestApp();
+  const author = await signUp(app);
+  const res = await app.inject({
+    method: 'POST',
+    url: `/users/${author.id}/posts`,
+    payload: bytes,
+    headers: { 'content-type': type, authorization: `Bearer ${author.token}` },
+  });
+  const rows = await app.db.selectFrom('posts').select(['title', 'content']).execute();
+  return { res, rows };
+}
+
+const body = (title: string) => Buffer.from(JSON.stringify({ title, content: 'Body text' }), 'utf8');
+
+describe('JSON request bodies are UTF-8', () => {
+  it.each([
+    ['no charset', 'application/json'],
+    ['charset=utf-8', 'application/json; charset=utf-8'],
+    ['charset="UTF-8" (quoted, upper case)', 'application/json; charset="UTF-8"'],
+    ['charset=utf8', 'Application/JSON;charset=utf8'],
+  ])('stores multi-byte text exactly with %s', async (_case, type) => {
+    const { res, rows } = await postRaw(body('Café ☕ 𝄞'), type);
+    expect(res.statusCode).toBe(201);
+    expect(res.json().title).toBe('Café ☕ 𝄞');
+    expect(rows).toEqual([{ title: 'Café ☕ 𝄞', content: 'Body text' }]);
+  });
+
+  it.each([['iso-8859-1'], ['latin1'], ['utf-16'], ['']])('answers charset=%s with 415 and stores nothing', async (charset) => {
+    const { res, rows } = await postRaw(body('Hello'), `application/json; charset=${charset}`);
+    expect(res.statusCode).toBe(415);
+    expect(res.headers['content-type']).toBe(PROBLEM);
+    expect(res.json()).toMatchObject({ status: 415, detail: expect.stringContaining('UTF-8') });
+    expect(rows).toEqual([]);
+  });
+
+  it('answers bytes that are not UTF-8 (Latin-1 "café") with 400 naming the body, and stores nothing', async () => {
+    // Without the check the body decoded to "caf\uFFFD" and was stored with a 201.
+    const latin1 = Buffer.concat([Buffer.from('{"title":"caf'), Buffer.from([0xe9]), Buffer.from('","content":"x"}')]);
+    const { res, rows } = await postRaw(latin1, 'application/json');
+    expect(res.statusCode).toBe(400);
+    expect(res.headers['content-type']).toBe(PROBLEM);
+    expect(res.json().errors).toEqual([{ field: 'body', message: 'is not valid UTF-8' }]);
+    expect(rows).toEqual([]);
+  });
+
+  it('still refuses prototype poisoning with 400', async () => {
+    const app = await buildTestApp();
+    const res = await call(app, 'POST', '/users', {
+      body: '{"username":"proto_user","password":"password1","__proto__":{"role":"admin"}}',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(await app.db.selectFrom('users').selectAll().execute()).toEqual([]);
+  });
+});
