@@ -49,3 +49,60 @@ describe('routes that require a bearer token', () => {
     expect(res.statusCode).toBe(201);
   });
 });
+
+/**
+ * Public reads take a token optionally (it may change what the caller sees). A token that is there but invalid,
+ * expired or revoked is a 401 on every one of them, so a client learns at once that its token is dead, whether or
+ * not that route's answer depends on the caller. Sign-up and sign-in take no token and ignore a stale one.
+ */
+describe('routes where a bearer token is optional', () => {
+  it('answer an invalid token 401 invalid_token, for every such operation in the document', async () => {
+    const app = await buildTestApp();
+    const paths = app.swagger().paths as Record<string, Record<string, Operation>>;
+    const checked: string[] = [];
+    for (const [path, item] of Object.entries(paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        const optional = op.security?.some((r) => 'bearerAuth' in r) && op.security.some((r) => Object.keys(r).length === 0);
+        if (!optional) continue;
+        const where = `${method.toUpperCase()} ${path}`;
+        const res = await app.inject({
+          method: method.toUpperCase() as 'GET',
+          url: path.replace(/\{[^}]+\}/g, '1'),
+          headers: { authorization: 'Bearer cb_not-a-token-anyone-was-given' },
+        });
+        expect(res.statusCode, where).toBe(401);
+        expect(res.headers['www-authenticate'], where).toContain('error="invalid_token"');
+        expect(res.json(), where).toMatchObject(path.startsWith('/boards') ? { code: '401', data: null } : { status: 401 });
+        checked.push(op.operationId);
+      }
+    }
+    expect(checked.sort()).toEqual(
+      [
+        'getBoard', 'getFollower', 'getPost', 'getRecommend', 'getReply', 'getUser', 'listBoards', 'listBoardsAtRoot',
+        'listFollowers', 'listFollowing', 'listPosts', 'listRecommends', 'listReplies', 'listUserPosts', 'listUsers',
+      ].sort(),
+    );
+  });
+
+  it('answer a revoked token 401 where the same request without it is a 200', async () => {
+    const app = await buildTestApp();
+    const created = await call(app, 'POST', '/users', { body: { username: 'revoked_user', password: 'password 123' } });
+    const id = created.json().id;
+    const signedIn = (await call(app, 'POST', '/tokens', { body: { username: 'revoked_user', password: 'password 123' } })).json();
+    expect((await call(app, 'GET', `/users/${id}`, { token: signedIn.token })).statusCode).toBe(200);
+    expect((await call(app, 'DELETE', `/tokens/${signedIn.id}`, { token: signedIn.token })).statusCode).toBe(200);
+    const res = await call(app, 'GET', `/users/${id}`, { token: signedIn.token });
+    expect(res.statusCode).toBe(401);
+    expect(res.headers['www-authenticate']).toContain('error="invalid_token"');
+    expect((await call(app, 'GET', `/users/${id}`)).statusCode).toBe(200);
+  });
+
+  it('do not include sign-up and sign-in: a stale Authorization header does not stop a client signing in again', async () => {
+    const app = await buildTestApp();
+    const stale = { authorization: 'Bearer cb_expired-long-ago' };
+    const created = await call(app, 'POST', '/users', { body: { username: 'stale_header', password: 'password 123' }, headers: stale });
+    expect(created.statusCode).toBe(201);
+    const signedIn = await call(app, 'POST', '/tokens', { body: { username: 'stale_header', password: 'password 123' }, headers: stale });
+    expect(signedIn.statusCode).toBe(201);
+  });
+});

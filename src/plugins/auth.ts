@@ -73,16 +73,29 @@ export default fp(
     app.decorate('auth', { optional, required });
 
     // The security a route declares in its schema (and so in the OpenAPI document) is the security it enforces:
-    // a route that requires a bearer token authenticates first, before its body is read or its input validated,
-    // so every such route answers an anonymous caller 401 whatever else is wrong with the request. Handlers then
-    // get the (memoised) caller from `app.auth.required`.
+    // - a route that requires a bearer token authenticates first, before its body is read or its input validated,
+    //   so every such route answers an anonymous caller 401 whatever else is wrong with the request. Handlers then
+    //   get the (memoised) caller from `app.auth.required`;
+    // - a route where the token is optional (public reads) answers 401 to a token that is invalid, expired or
+    //   revoked, whether or not its answer depends on the caller, so a client learns at once that its token is
+    //   dead rather than silently seeing less (RFC 6750 §3.1, invalid_token). Without an Authorization header the
+    //   check returns at once. Sign-up and sign-in declare no security: a stale header must not stop a client
+    //   from signing in again.
     const authenticate = async (request: FastifyRequest) => {
       await required(request);
     };
+    const checkOptional = (request: FastifyRequest, _reply: unknown, done: (error?: Error) => void) => {
+      const caller = optional(request);
+      if (caller instanceof Promise) caller.then(() => done(), done);
+      else done();
+    };
     app.addHook('onRoute', (route) => {
       const security = route.schema?.security;
-      if (security && security.length > 0 && security.every((requirement) => 'bearerAuth' in requirement)) {
+      if (!security || security.length === 0) return;
+      if (security.every((requirement) => 'bearerAuth' in requirement)) {
         route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()];
+      } else if (security.some((requirement) => 'bearerAuth' in requirement)) {
+        route.onRequest = [checkOptional, ...[route.onRequest ?? []].flat()];
       }
     });
   },

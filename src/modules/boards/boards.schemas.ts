@@ -44,7 +44,8 @@ export const DEFAULT_LIMIT = 20;
 
 /**
  * The list window (seed §2 "Board search parameters"): the page is the offsets [start, min(end, start + limit))
- * of the boards, newest first. All three are decimal integers; the route rejects other spellings ("1e1", "0x10").
+ * of the boards, newest first. All three are decimal integers; other spellings ("1e1", "0x10") are rejected for
+ * every query string by the validator (plugins/validation.ts).
  */
 export const ListBoardsQuerySchema = Type.Object(
   {
@@ -59,7 +60,6 @@ export const ListBoardsQuerySchema = Type.Object(
     ),
   },
 );
-export const LIST_QUERY_FIELDS = ['start', 'end', 'limit'] as const;
 
 export const BoardPageSchema = Type.Object(
   {

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { bearer } from '../../plugins/auth.js';
+import { bearer, optionalBearer } from '../../plugins/auth.js';
 import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
@@ -28,6 +28,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listFollowers',
         tags: ['followers'],
         summary: 'List the users who follow a user',
+        security: optionalBearer,
         description: 'In follower id order, paginated with `limit` and `cursor`. Open to anyone.',
         params: UserParamsSchema,
         querystring: PageQuerySchema,
@@ -96,6 +97,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getFollower',
         tags: ['followers'],
         summary: 'Read one follower',
+        security: optionalBearer,
         description: 'The same representation as GET /users/{follower_id}, if that user follows user_id. Open to anyone.',
         params: FollowerParamsSchema,
         response: {
@@ -152,6 +154,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listFollowing',
         tags: ['followers'],
         summary: 'List the users a user follows',
+        security: optionalBearer,
         description: 'In followee id order, paginated with `limit` and `cursor`. Open to anyone.',
         params: UserParamsSchema,
         querystring: PageQuerySchema,

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { PostRow } from '../../db/types.js';
-import { bearer, isSelfOrAdmin } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import { whenReady } from '../../shared/eventually.js';
 import type { Links } from '../../shared/links.js';
@@ -45,6 +45,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listPosts',
         tags: ['posts'],
         summary: 'List the posts the caller may see',
+        security: optionalBearer,
         description:
           'Newest first, paginated with `limit` and `cursor` (follow the `next` link). Without a token: public ' +
           'posts; with one: also the caller’s own posts and followers-only posts of users they follow; admins see all.',
@@ -69,6 +70,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getPost',
         tags: ['posts'],
         summary: 'Read a post',
+        security: optionalBearer,
         description: VISIBILITY_NOTE,
         params: PostParamsSchema,
         response: { 200: { description: 'The post', ...PostSchema }, 401: problems[401], 404: problems[404]('post') },
@@ -163,6 +165,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listUserPosts',
         tags: ['posts'],
         summary: "List a user's posts the caller may see",
+        security: optionalBearer,
         description: 'Newest first, paginated with `limit` and `cursor` (follow the `next` link).',
         params: UserParamsSchema,
         querystring: PageQuerySchema,

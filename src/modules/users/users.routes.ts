@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { bearer, isSelfOrAdmin } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
@@ -82,6 +82,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listUsers',
         tags: ['users'],
         summary: 'List users',
+        security: optionalBearer,
         description: 'In id order, paginated with `limit` and `cursor`; `username` filters to one user.',
         querystring: ListUsersQuerySchema,
         response: { 200: { description: 'A page of users', headers: PAGE_HEADERS, ...Type.Array(UserSchema) } },
@@ -121,6 +122,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getUser',
         tags: ['users'],
         summary: 'Read a user',
+        security: optionalBearer,
         params: UserParamsSchema,
         response: { 200: { description: 'The user', ...UserSchema }, 404: problems[404]('user') },
       },
