@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildTestApp, call } from '../../test/helpers/build-test-app.js';
 import { signUp } from '../../test/helpers/factories.js';
+import { declaredCharset } from './json-body.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
 
@@ -59,5 +60,27 @@ describe('JSON request bodies are UTF-8', () => {
     });
     expect(res.statusCode).toBe(400);
     expect(await app.db.selectFrom('users').selectAll().execute()).toEqual([]);
+  });
+});
+
+describe('declaredCharset', () => {
+  it.each([
+    ['application/json', undefined],
+    ['application/json;', undefined],
+    ['application/json; charset=utf-8', 'utf-8'],
+    ['application/json;charset="UTF-8"', 'UTF-8'],
+    ['application/json ; charset=utf-8 ', 'utf-8'],
+    ['application/json;;charset=utf-8;', 'utf-8'],
+    ['application/json; charset="a\\"b"', 'a"b'],
+    // Text inside another parameter's quoted value is not a parameter.
+    ['application/json; profile="x;charset=latin1"', undefined],
+    ['application/json; profile="x;charset=latin1"; charset=utf8', 'utf8'],
+    ['application/json; charset=', ''],
+    // Unreadable or ambiguous: no charset can be trusted to be UTF-8.
+    ['application/json; charset="utf-8"x', null],
+    ['application/json; charset', null],
+    ['application/json; charset=utf-8; charset=latin1', null],
+  ])('reads %s as %j', (contentType, expected) => {
+    expect(declaredCharset(contentType)).toBe(expected);
   });
 });

@@ -2,9 +2,34 @@ import { isUtf8 } from 'node:buffer';
 import fp from 'fastify-plugin';
 import { AppError } from '../shared/errors.js';
 
-/** The `charset` parameter of a Content-Type, if any (RFC 9110 §8.3.1: quoted or not, case-insensitive). */
-const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
+/**
+ * One `; name=value` parameter of a media type (RFC 9110 §5.6.6): the value a token or a quoted string with
+ * escapes. The parameter itself may be empty (`application/json;`).
+ */
+const PARAMETER = /;[ \t]*(?:([!#$%&'*+.^_`|~0-9A-Za-z-]+)=("(?:[^"\\]|\\.)*"|[!#$%&'*+.^_`|~0-9A-Za-z-]*))?[ \t]*/gy;
 const UTF8 = /^utf-?8$/i;
+
+/**
+ * The charset a Content-Type declares: `undefined` when it declares none, `null` when its parameters cannot be read
+ * (then no charset can be trusted to be UTF-8). Only a parameter named `charset` counts, not that text inside
+ * another parameter's quoted value.
+ */
+export function declaredCharset(contentType: string): string | undefined | null {
+  const semicolon = contentType.indexOf(';');
+  if (semicolon < 0) return undefined;
+  const rest = contentType.slice(semicolon).trimEnd();
+  let charset: string | undefined;
+  PARAMETER.lastIndex = 0;
+  while (PARAMETER.lastIndex < rest.length) {
+    const match = PARAMETER.exec(rest);
+    if (!match) return null;
+    const [, name, raw = ''] = match;
+    if (name?.toLowerCase() !== 'charset') continue;
+    if (charset !== undefined) return null; // declared twice: ambiguous
+    charset = raw.startsWith('"') ? raw.slice(1, -1).replace(/\\(.)/g, '$1') : raw;
+  }
+  return charset;
+}
 
 /**
  * Request bodies are JSON in UTF-8 (CONTRACT §1), and bad bytes are refused rather than stored. Fastify's own
@@ -20,9 +45,10 @@ export default fp(
     const parseJson = app.getDefaultJsonParser('error', 'error');
     app.removeContentTypeParser('application/json');
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-      const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1];
-      if (charset !== undefined && !UTF8.test(charset)) {
-        done(new AppError(415, `Request bodies must be UTF-8; the charset "${charset}" is not accepted`), undefined);
+      const charset = declaredCharset(request.headers['content-type'] ?? '');
+      if (charset !== undefined && (charset === null || !UTF8.test(charset))) {
+        const declared = charset === null ? 'the Content-Type parameters cannot be read' : `the charset "${charset}" is not accepted`;
+        done(new AppError(415, `Request bodies must be JSON in UTF-8; ${declared}`), undefined);
         return;
       }
       const bytes = body as Buffer;
