@@ -97,6 +97,21 @@ describe('routes where a bearer token is optional', () => {
     expect((await call(app, 'GET', `/users/${id}`)).statusCode).toBe(200);
   });
 
+  it('treat another scheme (Basic) as no credential: a public read answers as to anyone, a write is 401 without an error code', async () => {
+    const app = await buildTestApp();
+    const created = await call(app, 'POST', '/users', { body: { username: 'basic_user', password: 'password 123' } });
+    const basic = { authorization: `Basic ${Buffer.from('basic_user:password 123').toString('base64')}` };
+    const read = await call(app, 'GET', `/users/${created.json().id}`, { headers: basic });
+    expect(read.statusCode).toBe(200);
+    const write = await call(app, 'POST', `/users/${created.json().id}/posts`, { headers: basic, body: { title: 't', content: 'c' } });
+    expect(write.statusCode).toBe(401);
+    expect(write.headers['www-authenticate']).toBe('Bearer realm="corkboard"');
+    const bareBearer = await call(app, 'GET', `/users/${created.json().id}`, { headers: { authorization: 'Bearer' } });
+    expect(bareBearer.statusCode).toBe(401);
+    expect(bareBearer.headers['www-authenticate']).toContain('error="invalid_token"');
+    expect(await app.db.selectFrom('posts').selectAll().execute()).toEqual([]);
+  });
+
   it('do not include sign-up and sign-in: a stale Authorization header does not stop a client signing in again', async () => {
     const app = await buildTestApp();
     const stale = { authorization: 'Bearer cb_expired-long-ago' };

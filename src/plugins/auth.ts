@@ -32,6 +32,12 @@ declare module 'fastify' {
 }
 
 const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-._~+/]+=*)[ \t]*$/i;
+/**
+ * Whether an Authorization header is in the Bearer scheme at all. Another scheme (Basic, Digest, …) is no credential
+ * of this service's: the request counts as carrying none, so a public read answers as to anyone and a write is 401
+ * without an error code (RFC 6750 §3.1: invalid_token is for bearer tokens that fail, not for unsupported schemes).
+ */
+const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
 
 /** OpenAPI security requirements. A route that declares `bearer` is authenticated before anything else. */
 export const bearer: Array<Record<string, string[]>> = [{ bearerAuth: [] }];
@@ -60,10 +66,10 @@ export default fp(
       return { id: owner.userId, role: owner.role, tokenId: owner.tokenId };
     }
 
-    // Most reads are anonymous: without an Authorization header the answer is there at once, no promise at all.
+    // Most reads are anonymous: without a bearer token the answer is there at once, no promise at all.
     const optional = (request: FastifyRequest): Eventually<Caller | undefined> => {
       const header = request.headers.authorization;
-      return header === undefined ? undefined : (request.callerPromise ??= resolve(header));
+      return header === undefined || !BEARER_SCHEME.test(header) ? undefined : (request.callerPromise ??= resolve(header));
     };
     const required = async (request: FastifyRequest) => {
       const caller = await optional(request);
