@@ -8,7 +8,7 @@ import { createLinks, type Links } from './shared/links.js';
 import { createSerializerCompiler } from './plugins/serialization.js';
 import { createValidatorCompiler } from './plugins/validation.js';
 import loggingPlugin, { createLogger, loggerOptions } from './plugins/logging.js';
-import errorHandler, { frameworkError } from './plugins/error-handler.js';
+import errorHandler, { clientError, frameworkError } from './plugins/error-handler.js';
 import jsonBodyPlugin from './plugins/json-body.js';
 import databasePlugin from './plugins/database.js';
 import authPlugin from './plugins/auth.js';
@@ -67,6 +67,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     onConstructorPoisoning: 'error',
     routerOptions: { maxParamLength: 200 },
     frameworkErrors: frameworkError,
+    clientErrorHandler: clientError(nextRequestId),
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.log = options.logger === undefined ? createLogger(loggerOptions(config)) : options.logger || createLogger(false);
 

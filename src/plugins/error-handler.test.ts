@@ -37,4 +37,18 @@ describe('errors raised by the router itself', () => {
       expect(res.json()).toEqual({ code: '400', message: expect.any(String), data: null, errors: [{ field: 'path', message: 'is malformed' }] });
     }
   });
+
+  it.each([
+    ['GET', '/nope/%zz', 404],
+    ['GET', `/users/${'1'.repeat(201)}/nope`, 404],
+    ['PATCH', '/users/%zz', 405],
+    ['PATCH', `/boards/${'1'.repeat(201)}`, 405],
+  ])('%s %s: a path or method no route takes is answered %i as usual', async (method, url, status) => {
+    const app = await buildTestApp();
+    const res = await app.inject({ method: method as 'GET', url });
+    expect(res.statusCode).toBe(status);
+    expect(res.headers['x-request-id']).toEqual(expect.any(String));
+    if (status === 405) expect(res.headers.allow).toContain('GET');
+    expect(res.json()).toMatchObject(url.startsWith('/boards') ? { code: String(status), data: null } : { status });
+  });
 });

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import fp from 'fastify-plugin';
-import type { FastifyError, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import type { Duplex } from 'node:stream';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { AppError, type FieldError } from '../shared/errors.js';
 import { EnvelopeErrorSchema, PATTERN_MESSAGES, ProblemSchema } from '../shared/schemas.js';
 import { allowOrigin } from './security.js';
@@ -9,6 +10,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** 405 with Allow when another method would be accepted on this path, else 404, in the usual error shape. */
     refuseRequest(request: FastifyRequest, reply: FastifyReply): FastifyReply;
+    /** The methods that some route takes on this path (empty for a path no route matches). */
+    allowedMethods(path: string): Set<string>;
   }
 }
 
@@ -126,18 +129,58 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, n: Norma
 /**
  * Fastify's `frameworkErrors`: what its router rejects before any route or hook runs, a path whose percent-encoding
  * is not valid UTF-8 (`/users/%zz`) or a path segment longer than `maxParamLength`. Without this Fastify answers
- * in a shape of its own, without a request id; here they get the service's error shapes and headers. Both are
- * malformed requests (400): no segment that long is an id, which is at most 19 digits.
+ * in a shape of its own, without a request id; here they get the service's error shapes and headers. On a path
+ * and method that a route takes, the request is malformed (400: no segment that long is an id, which is at most
+ * 19 digits); on any other path it is answered as every unknown path or method is (404, or 405 with Allow).
+ * Fastify gives these requests no logger of the service's, so the line goes to the app's.
  */
 export function frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   reply.header('x-request-id', request.id).header('vary', 'Origin');
   allowOrigin(request, reply);
+  const path = request.url.split('?')[0] ?? '/';
+  if (!request.server.allowedMethods(path).has(request.method)) {
+    request.server.refuseRequest(request, reply);
+    return;
+  }
   const detail =
     error.code === 'FST_ERR_MAX_PARAM_LENGTH'
       ? 'A path segment is longer than any identifier can be'
-      : 'The path is not valid percent-encoded UTF-8';
-  request.log.info({ status: 400, detail }, 'request rejected');
+      : error.code === 'FST_ERR_BAD_URL'
+        ? 'The path is not valid percent-encoded UTF-8'
+        : 'The request path is malformed';
+  request.server.log.info({ reqId: request.id, status: 400, code: error.code, detail }, 'request rejected');
   void sendError(request, reply, { status: 400, detail, errors: [{ field: 'path', message: 'is malformed' }] });
+}
+
+/**
+ * Fastify's `clientErrorHandler`, for Node's `clientError`: a request whose HTTP framing is broken (a malformed
+ * request line or header, headers over the size limit, a request that took too long to arrive) never becomes a
+ * request of Fastify's, so no hook or error handler sees it. Fastify's default answers in a JSON shape of its own
+ * without a request id; here the answer is problem details with one, written to the socket, which is then closed
+ * (the stream cannot be trusted past the fault). The target is taken from the request line when it can be read.
+ */
+export function clientError(nextRequestId: () => string) {
+  // `rawPacket` is the bytes read so far, when Node has them (Fastify's types describe it as a JSON-serialized Buffer).
+  return function (this: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+    const detail =
+      status === 408 ? 'The request did not arrive in time' : status === 431 ? 'The request headers are too large' : 'The request is not well-formed HTTP';
+    const requestId = nextRequestId();
+    const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 2048) : '';
+    const target = /^[A-Z]+ (\/[\x21-\x7e]*) HTTP\/1\.[01]\r?\n/.exec(raw)?.[1];
+    const instance = target?.split('?')[0] ?? '/';
+    const body = JSON.stringify({ type: 'about:blank', title: STATUS_CODES[status], status, detail, instance });
+    this.log.info({ reqId: requestId, status, code: error.code, detail }, 'request rejected');
+    if (socket.writable) {
+      socket.end(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/problem+json; charset=utf-8\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    } else {
+      socket.destroy(error);
+    }
+  };
 }
 
 /**
@@ -197,13 +240,19 @@ export default fp(
       return sendError(request, reply, n);
     });
 
-    /** Answers a request no route takes: 405 with Allow on a known path, else 404. */
-    const refuse = (request: FastifyRequest, reply: FastifyReply) => {
-      const path = request.url.split('?')[0] ?? '/';
+    const allowedMethods = (path: string) => {
       const allowed = new Set<string>();
       for (const { regex, methods } of patterns.values()) {
         if (regex.test(path)) for (const m of methods) allowed.add(m);
       }
+      return allowed;
+    };
+    app.decorate('allowedMethods', allowedMethods);
+
+    /** Answers a request no route takes: 405 with Allow on a known path, else 404. */
+    const refuse = (request: FastifyRequest, reply: FastifyReply) => {
+      const path = request.url.split('?')[0] ?? '/';
+      const allowed = allowedMethods(path);
       if (allowed.size > 0) {
         // The seed's interface uses only GET, POST, PUT and DELETE; anything else on a known path is 405.
         reply.header('allow', [...allowed].sort().join(', '));

@@ -1,6 +1,7 @@
 import { migrations } from '../../src/db/migrations/index.js';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { backend } from '../helpers/database.js';
@@ -112,6 +113,29 @@ describe(`one server process on a fresh ${backend} database`, () => {
     expect(res.status).toBe(200);
     expect(res.json()).toEqual({ status: 'ok', database: 'up' });
     expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f]{16}-[0-9a-z]+$/);
+  });
+
+  // What Node's HTTP parser rejects never reaches Fastify's routing; it still gets problem details and a request id.
+  it.each([
+    ['a Content-Length that is not a number', 'POST /users HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400, '/users'],
+    ['a header line without a colon', 'GET /posts HTTP/1.1\r\nHost: x\r\nbroken header\r\n\r\n', 400, '/posts'],
+    ['headers over the size limit', `GET /users HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, '/users'],
+  ])('answers a request with %s in problem details, then closes the connection', async (_case, raw, status, instance) => {
+    const { port } = new URL(server.url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(raw));
+      let text = '';
+      socket.setEncoding('latin1').on('data', (chunk: string) => (text += chunk));
+      socket.on('end', () => resolve(text)).on('error', reject);
+    });
+    const [head = '', body = ''] = answer.split('\r\n\r\n');
+    expect(head).toMatch(new RegExp(`^HTTP/1.1 ${status} `));
+    expect(head).toMatch(/\r\nContent-Type: application\/problem\+json; charset=utf-8\r\n/);
+    expect(head).toMatch(/\r\nX-Request-Id: [0-9a-f]{16}-[0-9a-z]+\r\n/);
+    expect(head).toMatch(/\r\nConnection: close(\r\n|$)/);
+    expect(JSON.parse(body)).toEqual({ type: 'about:blank', title: expect.any(String), status, detail: expect.any(String), instance });
+    // The server is unharmed.
+    expect((await request(server.url, 'GET', '/health')).status).toBe(200);
   });
 
   it('signs up, signs in, reads, replaces and deletes a user over the socket; the logs never carry the secrets', async () => {
