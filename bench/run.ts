@@ -10,7 +10,7 @@ import { generateDataset } from './lib/dataset.js';
 import { CALLGRIND_ENV, callgrindPrefix, countInstructions, instructionMarkdown, instructionResults, type InstructionCount } from './lib/instructions.js';
 import { runLoad, type LoadResult, type LoadTool, type RequestSpec } from './lib/load.js';
 import { freePort, run, startServer, warmPageCache, which, type ServerProcess } from './lib/process.js';
-import { addRatios, evaluate, markdown, summarise, textTable, type Report, type ScenarioResult } from './lib/report.js';
+import { addRatios, evaluate, markdown, mergeSlices, summarise, textTable, type Report, type ScenarioResult } from './lib/report.js';
 import { RSS_LIMIT_MB, scenarios as allScenarios, targets, type Backend, type Scenario } from './lib/scenarios.js';
 import { seedPostgres, seedSqlite, type SeedResult } from './lib/seed.js';
 
@@ -28,6 +28,9 @@ const HELP = `Usage: npm run bench -- [options]
   --follows N                 mean number of users an ordinary user follows (default 10)
   --runs N                    measured runs per scenario (default 3, at least 3 for the targets)
   --duration S --warmup S     seconds per run, seconds of warm-up per scenario (default 10 and 5)
+  --slices N                  run each round's scenarios in N interleaved slices of duration/N seconds (default 5,
+                              1 with --quick): slice 1 of every scenario, then slice 2, …, so that a slow patch of
+                              the machine falls on every scenario alike (see bench/README.md)
   --connections N             concurrent connections (default 50)
   --quick                     smoke run: 2000 users, 20000 posts, 1 s runs (under a minute)
   --scenarios a,b,...         only these scenario keys (their baselines are added)
@@ -54,6 +57,7 @@ const { values: args } = parseArgs({
     follows: { type: 'string', default: '10' },
     runs: { type: 'string' },
     duration: { type: 'string' },
+    slices: { type: 'string' },
     warmup: { type: 'string' },
     connections: { type: 'string', default: '50' },
     quick: { type: 'boolean', default: false },
@@ -93,6 +97,9 @@ const sizes = {
 };
 const runs = int('runs', args.runs, 3);
 const duration = int('duration', args.duration, quick ? 1 : 10);
+const slices = int('slices', args.slices, quick ? 1 : 5);
+// wrk takes whole seconds.
+if (duration % slices !== 0) throw new Error(`--duration (${duration}) must be a multiple of --slices (${slices})`);
 const warmup = int('warmup', args.warmup, quick ? 1 : 5, 0);
 const connections = int('connections', args.connections, 50);
 const counted = int('requests', args.requests, quick ? 300 : 2_000);
@@ -342,9 +349,16 @@ async function main(): Promise<void> {
     const loadOptions = (port: number, seconds: number) => ({ port, seconds, connections, pin: pinLoad, workDir: work });
     const rssMax = new Map<string, number>();
     const measured = new Map<string, LoadResult[]>();
+    // A server's database is read into the page cache before a run unless that was done in the last 20 s: this
+    // kind of VM pages out file cache left untouched for a minute (see `warmPageCache`), and with interleaved
+    // slices every server is loaded far more often than that, so warming before every slice would only add time.
+    const warmedAt = new Map<Scenario['target'], number>();
     const load = async (scenario: Scenario, seconds: number) => {
       const server = serverOf[scenario.target];
-      await warm[scenario.target]();
+      if (Date.now() - (warmedAt.get(scenario.target) ?? 0) > 20_000) {
+        await warm[scenario.target]();
+        warmedAt.set(scenario.target, Date.now());
+      }
       const sampler = server.sampleRss();
       const cpuBefore = server.cpuSeconds();
       const diskBefore = server.diskReadBytes();
@@ -367,10 +381,19 @@ async function main(): Promise<void> {
       log(`warming up (${warmup} s per scenario)…`);
       for (const scenario of list) await load(scenario, warmup);
     }
+    // Each round runs every scenario for `duration` seconds, in `slices` interleaved slices: slice 1 of every
+    // scenario, then slice 2, and so on. The machine's speed drifts by tens of percent over tens of seconds (on
+    // 2026-11-24 get-post and the first page ran 1.7× slower for one 10 s run each while the runs either side did
+    // not), so a scenario run for 10 s in one go can land wholly in a slow patch that the scenario it is compared
+    // with misses; slices of 2 s spread such a patch over every scenario alike.
     for (let round = 1; round <= runs; round++) {
-      log(`round ${round}/${runs}`);
+      log(`round ${round}/${runs}${slices > 1 ? ` (${slices} slices of ${duration / slices} s)` : ''}`);
+      const sliced = new Map<string, LoadResult[]>();
+      for (let slice = 0; slice < slices; slice++) {
+        for (const scenario of list) sliced.set(scenario.key, [...(sliced.get(scenario.key) ?? []), await load(scenario, duration / slices)]);
+      }
       for (const scenario of list) {
-        const result = await load(scenario, duration);
+        const result = mergeSlices(sliced.get(scenario.key) ?? []);
         measured.set(scenario.key, [...(measured.get(scenario.key) ?? []), result]);
         log(`  ${scenario.key.padEnd(26)} ${Math.round(result.rps).toString().padStart(7)} req/s  p50 ${result.p50.toFixed(2)} ms  p99 ${result.p99.toFixed(2)} ms  cpu ${Math.round(result.cpuUs ?? 0)} µs/req  busy ${Math.round((result.busy ?? 0) * 100)}%` +
           `${result.errors ? `  ERRORS ${result.errors}` : ''}`);
@@ -403,6 +426,7 @@ async function main(): Promise<void> {
         authorFollowers: data.options.authorFollowers,
         runs,
         duration,
+        slices,
         warmup,
         connections,
         quick,

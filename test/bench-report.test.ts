@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { LoadResult } from '../bench/lib/load.js';
-import { addRatios, evaluate, summarise } from '../bench/lib/report.js';
+import { addRatios, evaluate, mergeSlices, summarise } from '../bench/lib/report.js';
 import type { Scenario, TargetSpec } from '../bench/lib/scenarios.js';
 
 // The benchmark's verdicts rest on these ratios, so how they are taken is tested like the service's own code.
@@ -53,5 +53,23 @@ describe('benchmark ratios', () => {
 
     expect(result?.ratio).toBe(1);
     expect(result?.pass).toBe(false);
+  });
+
+  it('merges the slices of a round by totals: req/s is all requests over all seconds, CPU and disk per request alike', () => {
+    // A fast slice and a slow one: the mean of the two req/s would say 1,500; 20,000 requests in 20 s is 1,000.
+    const fast = { requests: 16_000, seconds: 8, rps: 2000, p50: 1, p99: 4, errors: 0, cpuUs: 50, busy: 1, diskKb: 0 };
+    const slow = { requests: 4_000, seconds: 12, rps: 333, p50: 3, p99: 9, errors: 2, cpuUs: 150, busy: 0.05, diskKb: 1 };
+    const third = { requests: 0, seconds: 0, rps: 0, p50: 2, p99: 5, errors: 0, cpuUs: 0, busy: 0, diskKb: 0 };
+    const merged = mergeSlices([fast, slow, third]);
+    expect(merged.requests).toBe(20_000);
+    expect(merged.seconds).toBe(20);
+    expect(merged.rps).toBe(1000);
+    expect(merged.errors).toBe(2);
+    // 16,000 × 50 µs + 4,000 × 150 µs = 1.4 s of CPU: 70 µs a request, busy 1.4 s of 20 s.
+    expect(merged.cpuUs).toBeCloseTo(70, 9);
+    expect(merged.busy).toBeCloseTo(0.07, 9);
+    expect(merged.diskKb).toBeCloseTo(0.2, 9);
+    expect([merged.p50, merged.p99]).toEqual([2, 5]);
+    expect(mergeSlices([fast])).toBe(fast);
   });
 });

@@ -74,6 +74,30 @@ export function summarise(scenario: Scenario, runs: LoadResult[], rssMaxMb: numb
 }
 
 /**
+ * One round's figures for a scenario from the slices it was run in (see `--slices` in run.ts): requests and
+ * seconds add up, so req/s is the slices' total requests over their total time; server CPU and disk reads add up
+ * per request the same way; latency percentiles are the median of the slices' (wrk gives no histogram to merge).
+ */
+export function mergeSlices(slices: LoadResult[]): LoadResult {
+  if (slices.length === 1) return slices[0] as LoadResult;
+  const total = (value: (r: LoadResult) => number) => slices.reduce((sum, r) => sum + value(r), 0);
+  const requests = total((r) => r.requests);
+  const seconds = total((r) => r.seconds);
+  const cpuSeconds = total((r) => ((r.cpuUs ?? Number.NaN) * r.requests) / 1e6);
+  return {
+    requests,
+    seconds,
+    rps: requests / seconds,
+    p50: median(slices.map((r) => r.p50)),
+    p99: median(slices.map((r) => r.p99)),
+    errors: total((r) => r.errors),
+    cpuUs: (cpuSeconds * 1e6) / requests,
+    busy: cpuSeconds / seconds,
+    diskKb: total((r) => (r.diskKb ?? Number.NaN) * r.requests) / requests,
+  };
+}
+
+/**
  * `a ÷ b` in each round, from the runs of two scenarios measured in the same rounds (run i of every scenario is
  * in round i, seconds apart). A ratio is taken within a round before the median over rounds because the machine's
  * speed drifts between rounds far more than within one: in one run on 2026-11-24 the constant route cost 27 µs of
@@ -137,7 +161,7 @@ export function markdown(report: Report): string {
     `${fmt(Number(m.users))} users, ${fmt(Number(m.posts))} posts, ${fmt(Number(report.seeding.rows.feed_entries ?? 0))} feed entries, ` +
       `${fmt(Number(m.boards))} boards; seeded in ${fmt(report.seeding.seconds, 1)} s. ` +
       `Load: ${String(m.loadTool)}, ${String(m.connections)} connections, ${String(m.runs)} × ${String(m.duration)} s per scenario ` +
-      `after ${String(m.warmup)} s warm-up; medians. Server pinned to CPU ${String(m.serverCpu)}, load generator to CPU ${String(m.loadCpu)}. ` +
+      `${Number(m.slices ?? 1) > 1 ? `(each round in ${String(m.slices)} interleaved slices) ` : ''}after ${String(m.warmup)} s warm-up; medians. Server pinned to CPU ${String(m.serverCpu)}, load generator to CPU ${String(m.loadCpu)}. ` +
       `${String(m.cpuModel)}, ${String(m.cpus)} CPUs, Node ${String(m.node)}, commit ${String(m.commit)}.`,
     '',
     '| scenario | req/s | p50 ms | p99 ms | ratio | vs | CPU µs/req | busy | disk KB/req | RSS MB | errors |',
