@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
 import pg from 'pg';
 import { createCursorCodec } from '../src/shared/pagination.js';
 import { generateDataset } from './lib/dataset.js';
@@ -195,6 +196,9 @@ async function main(): Promise<void> {
     // Brings each server's database into memory before every load run (see `warmPageCache`): the figures are
     // what a server costs with its data cached, as on a machine under steady load, not how fast the disk is.
     let warm: Record<Scenario['target'], () => Promise<void>>;
+    // Waits until what a write scenario set going has finished: corkboard's fan-out queue is empty and, on
+    // PostgreSQL, the dirty buffers are written and no autovacuum worker runs (see `settleAfterWrites`).
+    let settle: () => Promise<void>;
     if (backend === 'sqlite') {
       const file = path.join(work, 'corkboard.db');
       seeded = args['reuse-seed'] ? await reusableSeed(file, data) : await seedSqlite(file, data, log);
@@ -209,6 +213,14 @@ async function main(): Promise<void> {
         constant: async () => {},
       };
       if (!args.keep) cleanups.push(async () => fs.rmSync(work, { recursive: true, force: true }));
+      // A connection of the harness's own, opened once the server has migrated and only ever reading a count.
+      let probe: Database.Database | undefined;
+      cleanups.push(async () => void probe?.close());
+      settle = () =>
+        settleAfterWrites(async () => {
+          probe ??= new Database(file, { readonly: true, fileMustExist: true });
+          return (probe.prepare('SELECT count(*) AS n FROM fanout_queue').get() as { n: number }).n;
+        });
     } else {
       const name = `corkboard_bench_${process.pid}`;
       await pgAdmin(async (c) => {
@@ -234,6 +246,21 @@ async function main(): Promise<void> {
         database: await pgPrewarm(dbUrl(`${name}_baseline`)),
         constant: async () => {},
       };
+      const probe = new pg.Client({ connectionString: corkboardUrl });
+      await probe.connect();
+      cleanups.push(() => probe.end());
+      settle = () =>
+        settleAfterWrites(
+          async () => Number((await probe.query<{ n: string }>('SELECT count(*) AS n FROM fanout_queue')).rows[0]?.n ?? 0),
+          async () => {
+            await probe.query('CHECKPOINT');
+            const busy = async () =>
+              Number(
+                (await probe.query<{ n: string }>(`SELECT count(*) AS n FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`)).rows[0]?.n ?? 0,
+              );
+            await until(async () => (await busy()) === 0);
+          },
+        );
     }
     log(`seeded in ${seeded.seconds.toFixed(1)} s`);
 
@@ -364,6 +391,9 @@ async function main(): Promise<void> {
       const diskBefore = server.diskReadBytes();
       try {
         const result = await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
+        // After a write, wait for its aftermath before the next run (and count the server's share of it, the
+        // fan-out of the posts it created, in this scenario's CPU), so that it falls on no other scenario.
+        if (scenario.spec.method !== 'GET') await settle();
         const cpu = server.cpuSeconds() - cpuBefore;
         const diskKb = (server.diskReadBytes() - diskBefore) / 1024 / result.requests;
         return { ...result, cpuUs: (cpu * 1e6) / result.requests, busy: cpu / result.seconds, diskKb };
@@ -444,6 +474,32 @@ async function main(): Promise<void> {
     for (const server of servers) await server.stop();
     for (const cleanup of cleanups.reverse()) await cleanup().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
   }
+}
+
+/** Polls `done` every 50 ms until it holds, for at most `seconds`; says so in the log when it gives up. */
+async function until(done: () => Promise<boolean>, seconds = 60): Promise<void> {
+  const deadline = Date.now() + seconds * 1000;
+  while (!(await done())) {
+    if (Date.now() > deadline) {
+      log(`  (gave up waiting after ${seconds} s)`);
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
+ * What a write scenario leaves behind runs on after its load stops: corkboard's fan-out worker still writing feed
+ * entries for the posts it accepted, and on PostgreSQL dirty buffers for the checkpointer and perhaps an autovacuum
+ * worker. All of it shares the server's CPU (the fan-out runs in the server process, pinned with the other
+ * servers) or the machine's (PostgreSQL's processes), so whichever scenario ran next paid for it: on 2026-11-24,
+ * with slices, the bare pg read that follows create-post in each sweep ran at 3,100 req/s and 51-59% busy, against
+ * 5,300 and 94% when it ran 10 s later. This waits until the queue is empty, then runs the backend's own settling
+ * (CHECKPOINT, no autovacuum worker), so the next scenario starts on a quiet machine.
+ */
+async function settleAfterWrites(queued: () => Promise<number>, backendSettle?: () => Promise<void>): Promise<void> {
+  await until(async () => (await queued()) === 0);
+  await backendSettle?.();
 }
 
 const today = () => new Date().toISOString().slice(0, 10);
