@@ -25,6 +25,12 @@ const types = {
 const pool = new pg.Pool({
   connectionString: url,
   max: Number(process.env.PG_POOL_MAX ?? 10),
+  // Never close idle connections. With the harness's interleaved slices this server is idle ~20 s between its
+  // read and insert slices, and pg's default (10 s) closed every connection in between: each slice then began by
+  // connecting, preparing and warming new backends (PostgreSQL spent ~2× the CPU and ~3× the buffer lookups per
+  // request that it spent on corkboard's same read, and this server ran at 51-59% busy). Corkboard, loaded by
+  // eight scenarios in a row, never idles that long, so both now read over warm connections, as under steady load.
+  idleTimeoutMillis: 0,
   types: types as pg.CustomTypesConfig,
   options: '-c TimeZone=UTC',
 });
