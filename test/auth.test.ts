@@ -1,7 +1,18 @@
+import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { buildTestApp, call } from './helpers/build-test-app.js';
 
 type Operation = { operationId: string; security?: Array<Record<string, string[]>> };
+
+/** Every operation of the app's OpenAPI document whose security requirements satisfy `wanted`. */
+function operations(app: FastifyInstance, wanted: (security: Array<Record<string, string[]>>) => boolean) {
+  const paths = app.swagger().paths as Record<string, Record<string, Operation>>;
+  return Object.entries(paths).flatMap(([path, item]) =>
+    Object.entries(item)
+      .filter(([, op]) => op.security?.length && wanted(op.security))
+      .map(([method, op]) => ({ path, method: method.toUpperCase() as 'GET', op })),
+  );
+}
 
 /**
  * The security a route declares in the OpenAPI document is the security it enforces: every operation that
@@ -11,25 +22,15 @@ type Operation = { operationId: string; security?: Array<Record<string, string[]
 describe('routes that require a bearer token', () => {
   it('answer 401 with WWW-Authenticate before anything else, for every such operation in the document', async () => {
     const app = await buildTestApp();
-    const paths = app.swagger().paths as Record<string, Record<string, Operation>>;
     const checked: string[] = [];
-    for (const [path, item] of Object.entries(paths)) {
-      for (const [method, op] of Object.entries(item)) {
-        const required = op.security?.length && op.security.every((r) => 'bearerAuth' in r);
-        if (!required) continue;
-        const url = path.replace(/\{[^}]+\}/g, 'not-an-id');
-        const board = url.startsWith('/boards');
-        const res = await app.inject({
-          method: method.toUpperCase() as 'POST',
-          url,
-          payload: 'not json',
-          headers: { 'content-type': 'text/plain' },
-        });
-        expect(res.statusCode, `${method.toUpperCase()} ${path}`).toBe(401);
-        expect(res.headers['www-authenticate'], `${method.toUpperCase()} ${path}`).toMatch(/^Bearer/);
-        expect(res.json(), `${method.toUpperCase()} ${path}`).toMatchObject(board ? { code: '401', data: null } : { status: 401 });
-        checked.push(op.operationId);
-      }
+    for (const { path, method, op } of operations(app, (security) => security.every((r) => 'bearerAuth' in r))) {
+      const url = path.replace(/\{[^}]+\}/g, 'not-an-id');
+      const board = url.startsWith('/boards');
+      const res = await app.inject({ method, url, payload: 'not json', headers: { 'content-type': 'text/plain' } });
+      expect(res.statusCode, `${method} ${path}`).toBe(401);
+      expect(res.headers['www-authenticate'], `${method} ${path}`).toMatch(/^Bearer/);
+      expect(res.json(), `${method} ${path}`).toMatchObject(board ? { code: '401', data: null } : { status: 401 });
+      checked.push(op.operationId);
     }
     // Every write of the contract, and the feed, is among them.
     expect(checked.sort()).toEqual(
@@ -58,23 +59,20 @@ describe('routes that require a bearer token', () => {
 describe('routes where a bearer token is optional', () => {
   it('answer an invalid token 401 invalid_token, for every such operation in the document', async () => {
     const app = await buildTestApp();
-    const paths = app.swagger().paths as Record<string, Record<string, Operation>>;
     const checked: string[] = [];
-    for (const [path, item] of Object.entries(paths)) {
-      for (const [method, op] of Object.entries(item)) {
-        const optional = op.security?.some((r) => 'bearerAuth' in r) && op.security.some((r) => Object.keys(r).length === 0);
-        if (!optional) continue;
-        const where = `${method.toUpperCase()} ${path}`;
-        const res = await app.inject({
-          method: method.toUpperCase() as 'GET',
-          url: path.replace(/\{[^}]+\}/g, '1'),
-          headers: { authorization: 'Bearer cb_not-a-token-anyone-was-given' },
-        });
-        expect(res.statusCode, where).toBe(401);
-        expect(res.headers['www-authenticate'], where).toContain('error="invalid_token"');
-        expect(res.json(), where).toMatchObject(path.startsWith('/boards') ? { code: '401', data: null } : { status: 401 });
-        checked.push(op.operationId);
-      }
+    const optional = (security: Array<Record<string, string[]>>) =>
+      security.some((r) => 'bearerAuth' in r) && security.some((r) => Object.keys(r).length === 0);
+    for (const { path, method, op } of operations(app, optional)) {
+      const where = `${method} ${path}`;
+      const res = await app.inject({
+        method,
+        url: path.replace(/\{[^}]+\}/g, '1'),
+        headers: { authorization: 'Bearer cb_not-a-token-anyone-was-given' },
+      });
+      expect(res.statusCode, where).toBe(401);
+      expect(res.headers['www-authenticate'], where).toContain('error="invalid_token"');
+      expect(res.json(), where).toMatchObject(path.startsWith('/boards') ? { code: '401', data: null } : { status: 401 });
+      checked.push(op.operationId);
     }
     expect(checked.sort()).toEqual(
       [
