@@ -5,7 +5,7 @@ import { declaredCharset } from './json-body.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
 
-/** A board post sent as raw bytes with a given Content-Type; answers the response and the boards stored. */
+/** A post published as raw bytes with a given Content-Type; answers the response and the posts stored. */
 async function postRaw(bytes: Buffer, type: string) {
   const app = await buildTestApp();
   const author = await signUp(app);

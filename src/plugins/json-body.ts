@@ -42,7 +42,9 @@ export function declaredCharset(contentType: string): string | undefined | null 
  */
 export default fp(
   async (app) => {
-    const parseJson = app.getDefaultJsonParser('error', 'error');
+    // Fastify's own parser, with the poisoning actions configured on the app (app.ts), so they are set in one place.
+    const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = app.initialConfig;
+    const parseJson = app.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning);
     app.removeContentTypeParser('application/json');
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
       const charset = declaredCharset(request.headers['content-type'] ?? '');
