@@ -7,8 +7,7 @@
  */
 import { createInterface } from 'node:readline';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { createDatabase } from '../src/db/database.js';
-import { migrateToLatest } from '../src/db/migrate.js';
+import { openStore } from '../src/db/open.js';
 import { ensureAdmin } from '../src/modules/users/users.service.js';
 
 const USAGE = 'usage: corkboard migrate | corkboard create-admin <username>  (password: ADMIN_PASSWORD or stdin)';
@@ -28,10 +27,15 @@ async function main(argv: string[]): Promise<number> {
   const [command, username] = argv;
   // The admin bootstrap variables belong to the server; this command takes the name as an argument.
   const config = loadConfig({ ...process.env, ADMIN_USERNAME: undefined, ADMIN_PASSWORD: undefined });
-  const database = createDatabase(config.databaseUrl, { poolMax: 2 });
+  const store = openStore(config.databaseUrl, {
+    poolMax: 2,
+    directUrl: config.databaseDirectUrl,
+    preparedStatements: config.pgPreparedStatements,
+    statementTimeoutMs: config.dbStatementTimeoutMs,
+  });
   try {
     if (command === 'migrate') {
-      const applied = await migrateToLatest(database.db);
+      const applied = await store.migrate();
       process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'the schema is up to date\n');
       return 0;
     }
@@ -40,21 +44,21 @@ async function main(argv: string[]): Promise<number> {
         process.stderr.write('username must be 3 to 32 letters, digits or underscores\n');
         return 2;
       }
-      await migrateToLatest(database.db);
-      const exists = await database.db.selectFrom('users').select('id').where('username_key', '=', username.toLowerCase()).executeTakeFirst();
+      await store.migrate();
+      const exists = await store.db.selectFrom('users').select('id').where('username_key', '=', username.toLowerCase()).executeTakeFirst();
       const password = exists ? undefined : await readPassword();
       if (!exists && (!password || password.length < 8 || password.length > 256)) {
         process.stderr.write('a password of 8 to 256 characters is needed (ADMIN_PASSWORD or stdin)\n');
         return 2;
       }
-      const outcome = await ensureAdmin(database.db, username, password, config.passwordHashMemoryKib);
+      const outcome = await ensureAdmin(store, username, password, config.passwordHashMemoryKib);
       process.stdout.write(`${username}: ${outcome}\n`);
       return 0;
     }
     process.stderr.write(`${USAGE}\n`);
     return 2;
   } finally {
-    await database.destroy();
+    await store.close();
   }
 }
 

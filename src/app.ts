@@ -3,9 +3,11 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from './config.js';
-import { createDatabase, type DatabaseHandle } from './db/database.js';
+import { openStore } from './db/open.js';
+import type { Store } from './db/store.js';
 import { createLinks, type Links } from './shared/links.js';
-import { createSerializerCompiler } from './plugins/serialization.js';
+import { PostChanges } from './shared/post-changes.js';
+import { createTokensRepository } from './modules/tokens/tokens.repository.js';
 import { createValidatorCompiler } from './plugins/validation.js';
 import loggingPlugin, { createLogger, loggerOptions } from './plugins/logging.js';
 import errorHandler, { clientError, frameworkError } from './plugins/error-handler.js';
@@ -22,12 +24,14 @@ declare module 'fastify' {
   interface FastifyInstance {
     config: Readonly<Config>;
     links: Links;
+    /** Committed changes to posts, for the fan-out worker and live streams. */
+    postChanges: PostChanges;
   }
 }
 
 export interface BuildOptions {
-  /** An open database (tests pass their own); by default one is opened from config.databaseUrl. */
-  database?: DatabaseHandle;
+  /** An open store (tests pass their own); by default one is opened from config.databaseUrl. */
+  store?: Store;
   /** Run migrations while starting (default true). */
   migrate?: boolean;
   /** The logger (see plugins/logging.ts) or `false` for none; by default JSON lines on stdout at config.logLevel. */
@@ -72,11 +76,11 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   app.log = options.logger === undefined ? createLogger(loggerOptions(config)) : options.logger || createLogger(false);
 
   app.setValidatorCompiler(createValidatorCompiler());
-  app.setSerializerCompiler(createSerializerCompiler());
   // Bodies are JSON only (CONTRACT §1): without Fastify's built-in text/plain parser, any other type is a 415.
   app.removeContentTypeParser('text/plain');
   app.decorate('config', config);
   app.decorate('links', createLinks(config.publicUrl));
+  app.decorate('postChanges', new PostChanges());
 
   // Graceful shutdown: close() reaps only the keep-alive connections that are idle at that moment. A connection
   // busy with an in-flight request would stay open after its response until the keep-alive timeout and hold the
@@ -93,14 +97,21 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(loggingPlugin);
   await app.register(errorHandler);
   await app.register(jsonBodyPlugin);
-  await app.register(databasePlugin, {
-    database: options.database ?? createDatabase(config.databaseUrl, { poolMax: config.pgPoolMax }),
-    migrate: options.migrate ?? true,
-  });
+  const store =
+    options.store ??
+    openStore(config.databaseUrl, {
+      poolMax: config.pgPoolMax,
+      directUrl: config.databaseDirectUrl,
+      preparedStatements: config.pgPreparedStatements,
+      statementTimeoutMs: config.dbStatementTimeoutMs,
+      onHookError: (error) => app.log.error({ err: error }, 'an after-commit hook failed'),
+    });
+  await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
   await app.register(securityPlugin);
   await app.register(metricsPlugin);
   await app.register(openapiPlugin);
-  await app.register(authPlugin);
+  const tokens = createTokensRepository(store.db);
+  await app.register(authPlugin, { findCaller: (hash) => tokens.findCaller(hash, new Date().toISOString()) });
   await app.register(fanoutPlugin);
   await app.register(modules);
   return app;

@@ -11,9 +11,15 @@ export const ConfigSchema = Type.Object({
   host: Type.String({ minLength: 1 }),
   /** `sqlite:<path>`, `sqlite::memory:` or `postgres://…` */
   databaseUrl: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)$' }),
+  /** PostgreSQL: the session connection for migrations (and LISTEN), when databaseUrl goes through a pooler. */
+  databaseDirectUrl: Type.Optional(Type.String({ pattern: '^postgres(ql)?://.+$' })),
+  /** PostgreSQL: name statements so each is prepared once per connection; off behind a transaction pooler. */
+  pgPreparedStatements: Type.Boolean(),
+  /** Longest a statement may run or wait for a lock (a 503 with Retry-After for the client). */
+  dbStatementTimeoutMs: Type.Integer({ minimum: 100, maximum: 600_000 }),
   /**
    * Base of every link href and Location header; never taken from the request's Host header. Only characters a URL
-   * may carry unencoded (RFC 3986), so a link never needs JSON escaping (see VERBATIM) and never breaks a header.
+   * may carry unencoded (RFC 3986), so a link never breaks a Link header's `<…>`.
    */
   publicUrl: Type.String({ pattern: `^https?://[${URL_CHARACTER_CLASS}\\[\\]]+(/[${URL_CHARACTER_CLASS}/]*)?$` }),
   adminUsername: Type.Optional(Type.String()),
@@ -69,6 +75,9 @@ const VARIABLES: Record<string, string> = {
   '/port': 'PORT',
   '/host': 'HOST',
   '/databaseUrl': 'DATABASE_URL',
+  '/databaseDirectUrl': 'DATABASE_DIRECT_URL',
+  '/pgPreparedStatements': 'PG_PREPARED_STATEMENTS',
+  '/dbStatementTimeoutMs': 'DB_STATEMENT_TIMEOUT_MS',
   '/publicUrl': 'PUBLIC_URL',
   '/adminUsername': 'ADMIN_USERNAME',
   '/adminPassword': 'ADMIN_PASSWORD',
@@ -95,6 +104,9 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     port,
     host: env.HOST || '127.0.0.1',
     databaseUrl: env.DATABASE_URL || 'sqlite:data/corkboard.db',
+    databaseDirectUrl: env.DATABASE_DIRECT_URL || undefined,
+    pgPreparedStatements: flag(env, 'PG_PREPARED_STATEMENTS', true),
+    dbStatementTimeoutMs: integer(env, 'DB_STATEMENT_TIMEOUT_MS', 5000),
     publicUrl: (env.PUBLIC_URL || `http://localhost:${port}`).replace(/\/+$/, ''),
     adminUsername,
     adminPassword,

@@ -1,5 +1,3 @@
-// First, before anything else runs: see the module for why.
-import './shared/tick-shape.js';
 import closeWithGrace from 'close-with-grace';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
@@ -20,7 +18,7 @@ async function main(): Promise<void> {
 
   const app = await buildApp(config);
   if (config.adminUsername && config.adminPassword) {
-    const outcome = await ensureAdmin(app.db, config.adminUsername, config.adminPassword, config.passwordHashMemoryKib);
+    const outcome = await ensureAdmin(app.store, config.adminUsername, config.adminPassword, config.passwordHashMemoryKib);
     app.log.info({ username: config.adminUsername, outcome }, 'admin bootstrap');
   }
 

@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
-import { createDatabase } from '../../src/db/database.js';
-import { migrateToLatest } from '../../src/db/migrate.js';
-import { hashToken, newTokenSecret } from '../../src/modules/tokens/tokens.repository.js';
+import { openStore } from '../../src/db/open.js';
+import { hashToken, newTokenSecret } from '../../src/shared/tokens.js';
 import { hashPassword } from '../../src/shared/passwords.js';
 import { count, feedOf, textPool, visibilityOf, type Dataset } from './dataset.js';
 
@@ -223,9 +222,9 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
 
 /** Creates (or replaces) the SQLite database `file` and fills it. */
 export async function seedSqlite(file: string, data: Dataset, log: (line: string) => void): Promise<SeedResult> {
-  const handle = createDatabase(`sqlite:${file}`);
-  await migrateToLatest(handle.db);
-  await handle.destroy();
+  const store = openStore(`sqlite:${file}`);
+  await store.migrate();
+  await store.close();
 
   const db = new SQLite(file);
   // A throw-away load: journal in memory, no fsync, no per-row foreign-key checks (the generator only makes valid
@@ -299,9 +298,9 @@ export async function seedSqlite(file: string, data: Dataset, log: (line: string
 
 /** Fills the (new, empty) PostgreSQL database at `url`. */
 export async function seedPostgres(url: string, data: Dataset, log: (line: string) => void): Promise<SeedResult> {
-  const handle = createDatabase(url);
-  await migrateToLatest(handle.db);
-  await handle.destroy();
+  const store = openStore(url);
+  await store.migrate();
+  await store.close();
 
   const client = new pg.Client({ connectionString: url });
   await client.connect();

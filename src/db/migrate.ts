@@ -2,6 +2,9 @@ import { Migrator, PostgresAdapter, sql, type Kysely } from 'kysely';
 import type { Database } from './types.js';
 import { migrations } from './migrations/index.js';
 
+/** The newest migration this build knows: the schema version it expects. */
+export const EXPECTED_SCHEMA = Object.keys(migrations).sort().at(-1) as string;
+
 /** Brings the schema up to date. Safe to run from several processes at once: Kysely takes a lock. */
 export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
   const migrator = new Migrator({
@@ -14,6 +17,19 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}
+
+/**
+ * True when the database answers and its newest applied migration is the one this build expects: an empty
+ * database, or one migrated by an older or newer build, is not one this process can serve.
+ */
+export async function isSchemaCurrent(db: Kysely<Database>): Promise<boolean> {
+  try {
+    const { rows } = await sql<{ name: string }>`select max(name) as name from kysely_migration`.execute(db);
+    return rows[0]?.name === EXPECTED_SCHEMA;
+  } catch {
+    return false;
+  }
 }
 
 async function currentSchema(db: Kysely<Database>): Promise<string | undefined> {

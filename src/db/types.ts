@@ -2,7 +2,7 @@ import type { Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 /**
  * Row types, kept by hand in step with the migrations (codegen against one dialect would not match the other).
- * Timestamps are ISO 8601 UTC strings on both engines (see database.ts for PostgreSQL's parser).
+ * Timestamps are ISO 8601 UTC strings on both engines (see pg-store.ts for PostgreSQL's parser).
  */
 export interface Database {
   users: UsersTable;
@@ -32,7 +32,13 @@ export interface UsersTable {
   password_hash: string;
   follower_count: Generated<number>;
   following_count: Generated<number>;
+  /** Every post of the user (what the user themself and admins see). */
   post_count: Generated<number>;
+  /** Their public posts (what everyone sees) and followers-only posts (added for their followers). */
+  public_post_count: Generated<number>;
+  followers_post_count: Generated<number>;
+  /** Bumped by every password change; a token is valid only while it carries the current one. */
+  password_version: Generated<number>;
   created_at: string;
   updated_at: string;
 }
@@ -42,6 +48,8 @@ export interface TokensTable {
   user_id: number;
   /** SHA-256 of the bearer token; the token itself is never stored. */
   token_hash: string;
+  /** The user's password_version when the token was minted. */
+  password_version: Generated<number>;
   created_at: string;
   expires_at: string;
 }

@@ -2,9 +2,7 @@ import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import type { Role } from '../db/types.js';
 import { AppError } from '../shared/errors.js';
-import type { Eventually } from '../shared/eventually.js';
-import { createTokensRepository, hashToken } from '../modules/tokens/tokens.repository.js';
-import { nowIso } from '../shared/clock.js';
+import { hashToken } from '../shared/tokens.js';
 
 /** The authenticated user behind a request. */
 export interface Caller {
@@ -20,11 +18,8 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     auth: {
-      /**
-       * The caller if the request carries a bearer token; 401 if it carries an invalid one. Without an
-       * Authorization header: `undefined` at once rather than a promise (see `Eventually`).
-       */
-      optional(request: FastifyRequest): Eventually<Caller | undefined>;
+      /** The caller if the request carries a bearer token; 401 if it carries an invalid one. */
+      optional(request: FastifyRequest): Promise<Caller | undefined>;
       /** The caller; 401 with WWW-Authenticate when there is no valid bearer token. */
       required(request: FastifyRequest): Promise<Caller>;
     };
@@ -44,6 +39,13 @@ export const bearer: Array<Record<string, string[]>> = [{ bearerAuth: [] }];
 /** The token is optional: without one the caller is anonymous (and sees what anonymous callers may see). */
 export const optionalBearer: Array<Record<string, string[]>> = [{}, { bearerAuth: [] }];
 
+/** The token's owner, for a valid (existing, unexpired, not superseded by a password change) token hash. */
+export type FindCaller = (tokenHash: string) => Promise<Caller | undefined>;
+
+export interface AuthOptions {
+  findCaller: FindCaller;
+}
+
 export const isAdmin = (caller: Caller | undefined) => caller?.role === 'admin';
 export const isSelfOrAdmin = (caller: Caller, userId: number) => caller.id === userId || caller.role === 'admin';
 
@@ -52,22 +54,20 @@ export const isSelfOrAdmin = (caller: Caller, userId: number) => caller.id === u
  * per request. A token is looked up by its hash on every request (no process-local cache), so a revocation
  * takes effect at once on every server behind a load balancer.
  */
-export default fp(
-  async (app) => {
-    const tokens = createTokensRepository(app.db);
+export default fp<AuthOptions>(
+  async (app, { findCaller }) => {
     app.decorateRequest('callerPromise', null);
 
     /** The caller behind an Authorization header; 401 unless it is a valid, unexpired bearer token. */
     async function resolve(header: string): Promise<Caller> {
       const match = BEARER.exec(header);
       if (!match?.[1]) throw AppError.invalidToken();
-      const owner = await tokens.findOwnerByHash(hashToken(match[1]));
-      if (!owner || owner.expiresAt <= nowIso()) throw AppError.invalidToken();
-      return { id: owner.userId, role: owner.role, tokenId: owner.tokenId };
+      const caller = await findCaller(hashToken(match[1]));
+      if (!caller) throw AppError.invalidToken();
+      return caller;
     }
 
-    // Most reads are anonymous: without a bearer token the answer is there at once, no promise at all.
-    const optional = (request: FastifyRequest): Eventually<Caller | undefined> => {
+    const optional = async (request: FastifyRequest): Promise<Caller | undefined> => {
       const header = request.headers.authorization;
       return header === undefined || !BEARER_SCHEME.test(header) ? undefined : (request.callerPromise ??= resolve(header));
     };
@@ -90,10 +90,8 @@ export default fp(
     const authenticate = async (request: FastifyRequest) => {
       await required(request);
     };
-    const checkOptional = (request: FastifyRequest, _reply: unknown, done: (error?: Error) => void) => {
-      const caller = optional(request);
-      if (caller instanceof Promise) caller.then(() => done(), done);
-      else done();
+    const checkOptional = async (request: FastifyRequest) => {
+      await optional(request);
     };
     app.addHook('onRoute', (route) => {
       const security = route.schema?.security;
@@ -105,5 +103,5 @@ export default fp(
       }
     });
   },
-  { name: 'auth', dependencies: ['database'] },
+  { name: 'auth' },
 );

@@ -2,6 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import fp from 'fastify-plugin';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { isDatabaseUnavailable } from '../db/errors.js';
 import { AppError, type FieldError } from '../shared/errors.js';
 import { EnvelopeErrorSchema, PATTERN_MESSAGES, ProblemSchema } from '../shared/schemas.js';
 import { allowOrigin } from './security.js';
@@ -93,6 +94,11 @@ function normalize(error: FastifyError | AppError | Error): Normalized {
       return { status: 400, detail: 'The request body is empty', errors: [{ field: 'body', message: 'is required' }] };
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return { status: 400, detail: 'The request body is not valid JSON', errors: [{ field: 'body', message: 'is not valid JSON' }] };
+  }
+  // The database cannot serve now (a lock not granted in time, the server gone, a full disk): retry later. The
+  // driver's error stays the logged cause.
+  if (isDatabaseUnavailable(error)) {
+    return { status: 503, detail: 'The database is unavailable; retry later', headers: { 'retry-after': '1' } };
   }
   const status = fe.statusCode ?? 500;
   if (status === 400 && error instanceof SyntaxError) {

@@ -17,8 +17,8 @@ async function appLoggingAt(level: string): Promise<{ app: FastifyInstance; line
       done();
     },
   });
-  const { handle, drop } = await freshDatabase();
-  const app = await buildApp(testConfig(), { database: handle, logger: createLogger(loggerOptions({ logLevel: level }), stream) });
+  const { store, drop } = await freshDatabase();
+  const app = await buildApp(testConfig(), { store, logger: createLogger(loggerOptions({ logLevel: level }), stream) });
   app.get('/test/boom', () => {
     throw new Error('boom');
   });

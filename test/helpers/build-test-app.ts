@@ -11,6 +11,8 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     port: 0,
     host: '127.0.0.1',
     databaseUrl: 'sqlite::memory:',
+    pgPreparedStatements: true,
+    dbStatementTimeoutMs: 5000,
     publicUrl: PUBLIC_URL,
     rateLimit: { enabled: false, max: 1000, authMax: 1000, windowMs: 60_000 },
     logLevel: 'silent',
@@ -29,8 +31,8 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
  * Call it inside a test.
  */
 export async function buildTestApp(overrides: Partial<Config> = {}): Promise<FastifyInstance> {
-  const { handle, drop } = await freshDatabase();
-  const app = await buildApp(testConfig(overrides), { database: handle, logger: false });
+  const { store, drop } = await freshDatabase();
+  const app = await buildApp(testConfig(overrides), { store, logger: false });
   await app.ready();
   onTestFinished(async () => {
     await app.close();
@@ -57,4 +59,9 @@ export function call(
     },
     ...(options.body !== undefined ? { payload: options.body as InjectOptions['payload'] } : {}),
   });
+}
+
+/** Writes straight to the test's database in a transaction (to set up a state the API cannot produce). */
+export function write<T>(app: FastifyInstance, work: (db: FastifyInstance['db']) => Promise<T>): Promise<T> {
+  return app.store.transaction((tx) => work(tx.db));
 }

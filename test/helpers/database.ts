@@ -2,54 +2,54 @@ import { randomBytes } from 'node:crypto';
 import { CompiledQuery, type Kysely } from 'kysely';
 import pg from 'pg';
 import { afterEach, beforeEach } from 'vitest';
-import { createDatabase, type DatabaseHandle } from '../../src/db/database.js';
-import { migrateToLatest } from '../../src/db/migrate.js';
+import { openStore } from '../../src/db/open.js';
+import type { Store } from '../../src/db/store.js';
 import type { Database } from '../../src/db/types.js';
 
 export type Backend = 'sqlite' | 'postgres';
 export const backend: Backend = process.env.TEST_BACKEND === 'postgres' ? 'postgres' : 'sqlite';
 
 /**
- * A fresh, empty database for one test: SQLite in memory, or a new schema on PostgreSQL (much faster than a new
- * database). Each Vitest worker gets its own PostgreSQL database (`<TEST_DATABASE_URL db>_w<worker>`): Kysely's
+ * A fresh, empty database for one test: SQLite in a temporary file (deleted when the store closes), or a new
+ * schema on PostgreSQL (much faster than a new database). Each Vitest worker gets its own PostgreSQL database (`<TEST_DATABASE_URL db>_w<worker>`): Kysely's
  * migrator introspects every schema of the database, which races with another worker dropping its schema.
  * `drop` removes the schema again.
  */
-export async function freshDatabase(): Promise<{ handle: DatabaseHandle; url: string; drop: () => Promise<void> }> {
+export async function freshDatabase(): Promise<{ store: Store; url: string; drop: () => Promise<void> }> {
   if (backend === 'sqlite') {
-    return { handle: createDatabase('sqlite::memory:'), url: 'sqlite::memory:', drop: async () => {} };
+    return { store: openStore('sqlite::memory:'), url: 'sqlite::memory:', drop: async () => {} };
   }
   const url = await workerDatabaseUrl();
   const schema = `t_${randomBytes(6).toString('hex')}`;
   await adminQuery(url, `create schema ${schema}`);
   return {
-    handle: createDatabase(url, { pgSchema: schema, poolMax: 10 }),
+    store: openStore(url, { pgSchema: schema, poolMax: 10 }),
     url,
     drop: () => adminQuery(url, `drop schema if exists ${schema} cascade`),
   };
 }
 
 /**
- * A fresh, migrated database (see `freshDatabase`) for every test of the enclosing `describe`: `.handle` is the
- * current test's, destroyed and dropped after it.
+ * A fresh, migrated database (see `freshDatabase`) for every test of the enclosing `describe`: `.store` is the
+ * current test's, closed and dropped after it.
  */
-export function migratedDatabasePerTest(): { readonly handle: DatabaseHandle } {
-  let current: { handle: DatabaseHandle; drop: () => Promise<void> } | undefined;
+export function migratedDatabasePerTest(): { readonly store: Store } {
+  let current: { store: Store; drop: () => Promise<void> } | undefined;
   beforeEach(async () => {
     const fresh = await freshDatabase();
-    await migrateToLatest(fresh.handle.db);
+    await fresh.store.migrate();
     current = fresh;
   });
   afterEach(async () => {
     const done = current;
     current = undefined;
-    await done?.handle.destroy();
+    await done?.store.close();
     await done?.drop();
   });
   return {
-    get handle() {
+    get store() {
       if (!current) throw new Error('the database exists only while a test runs');
-      return current.handle;
+      return current.store;
     },
   };
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Visibility } from '../../src/db/types.js';
+import { write } from './build-test-app.js';
 import { createAdmin, signUp, type TestUser } from './factories.js';
 
 /**
@@ -12,32 +13,44 @@ export async function insertPost(
   fields: { visibility?: Visibility; title?: string; content?: string } = {},
 ): Promise<number> {
   const now = new Date().toISOString();
-  const row = await app.db
+  const visibility = fields.visibility ?? 'public';
+  const row = await write(app, (db) => db
     .insertInto('posts')
     .values({
       owner_id: ownerId,
       title: fields.title ?? 'A post',
       content: fields.content ?? 'Its content',
-      visibility: fields.visibility ?? 'public',
+      visibility,
       created_at: now,
       updated_at: now,
     })
     .returning('id')
-    .executeTakeFirstOrThrow();
-  await app.db.updateTable('users').set((eb) => ({ post_count: eb('post_count', '+', 1) })).where('id', '=', ownerId).execute();
+    .executeTakeFirstOrThrow());
+  const counter = visibility === 'public' ? 'public_post_count' : visibility === 'followers' ? 'followers_post_count' : undefined;
+  await write(app, (db) =>
+    db
+      .updateTable('users')
+      .set((eb) => ({ post_count: eb('post_count', '+', 1), ...(counter ? { [counter]: eb(counter, '+', 1) } : {}) }))
+      .where('id', '=', ownerId)
+      .execute(),
+  );
   return row.id;
 }
 
 export async function insertFollow(app: FastifyInstance, followerId: number, followeeId: number): Promise<void> {
-  await app.db.insertInto('follows').values({ follower_id: followerId, followee_id: followeeId, created_at: new Date().toISOString() }).execute();
-  await app.db.updateTable('users').set((eb) => ({ following_count: eb('following_count', '+', 1) })).where('id', '=', followerId).execute();
-  await app.db.updateTable('users').set((eb) => ({ follower_count: eb('follower_count', '+', 1) })).where('id', '=', followeeId).execute();
+  await write(app, async (db) => {
+    await db.insertInto('follows').values({ follower_id: followerId, followee_id: followeeId, created_at: new Date().toISOString() }).execute();
+    await db.updateTable('users').set((eb) => ({ following_count: eb('following_count', '+', 1) })).where('id', '=', followerId).execute();
+    await db.updateTable('users').set((eb) => ({ follower_count: eb('follower_count', '+', 1) })).where('id', '=', followeeId).execute();
+  });
 }
 
 export async function removeFollow(app: FastifyInstance, followerId: number, followeeId: number): Promise<void> {
-  await app.db.deleteFrom('follows').where('follower_id', '=', followerId).where('followee_id', '=', followeeId).execute();
-  await app.db.updateTable('users').set((eb) => ({ following_count: eb('following_count', '-', 1) })).where('id', '=', followerId).execute();
-  await app.db.updateTable('users').set((eb) => ({ follower_count: eb('follower_count', '-', 1) })).where('id', '=', followeeId).execute();
+  await write(app, async (db) => {
+    await db.deleteFrom('follows').where('follower_id', '=', followerId).where('followee_id', '=', followeeId).execute();
+    await db.updateTable('users').set((eb) => ({ following_count: eb('following_count', '-', 1) })).where('id', '=', followerId).execute();
+    await db.updateTable('users').set((eb) => ({ follower_count: eb('follower_count', '-', 1) })).where('id', '=', followeeId).execute();
+  });
 }
 
 /** The post's denormalised counters as stored. */

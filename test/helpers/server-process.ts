@@ -6,7 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { createDatabase, type DatabaseHandle } from '../../src/db/database.js';
+import { openStore } from '../../src/db/open.js';
+import type { Store } from '../../src/db/store.js';
 import { backend } from './database.js';
 
 /**
@@ -293,9 +294,9 @@ async function adminQuery(url: string, text: string): Promise<void> {
   }
 }
 
-/** A direct connection to a spawned server's database, to check what it stored. Destroy it when done. */
-export function openDatabase(databaseUrl: string): DatabaseHandle {
-  return createDatabase(databaseUrl, { poolMax: 4 });
+/** A direct connection to a spawned server's database, to check what it stored. Close it when done. */
+export function openDatabase(databaseUrl: string): Store {
+  return openStore(databaseUrl, { poolMax: 4 });
 }
 
 /** The SQLite file behind a `sqlite:` DATABASE_URL. */

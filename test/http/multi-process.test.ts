@@ -58,7 +58,7 @@ describe.skipIf(backend !== 'postgres')('two server processes on one PostgreSQL 
       // The cursor-signing secret is shared through the database: one row, whichever process wrote it.
       expect(await handle.db.selectFrom('settings').select('key').where('key', '=', 'cursor_secret').execute()).toHaveLength(1);
     } finally {
-      await handle.destroy();
+      await handle.close();
     }
   });
 

@@ -75,7 +75,7 @@ async function inspect(databaseUrl: string): Promise<{ tables: string[]; migrati
       : [];
     return { tables, migrations };
   } finally {
-    await handle.destroy();
+    await handle.close();
   }
 }
 
@@ -325,7 +325,7 @@ describe('processes started and stopped by the test', () => {
       const rows = await handle.db.selectFrom('users').select('username').where('username', 'like', 'limited%').orderBy('id').execute();
       expect(rows.map((r) => r.username)).toEqual(['limited_1', 'limited_2', 'limited_3']);
     } finally {
-      await handle.destroy();
+      await handle.close();
     }
   });
 
@@ -363,7 +363,7 @@ describe('processes started and stopped by the test', () => {
       const tokens = await handle.db.selectFrom('tokens').select('id').where('user_id', '=', created.json<{ id: number }>().id).execute();
       expect(tokens.map((t) => t.id).sort()).toEqual(responses.map((r) => JSON.parse(r.text).id).sort());
     } finally {
-      await handle.destroy();
+      await handle.close();
     }
   });
 

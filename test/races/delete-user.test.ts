@@ -92,8 +92,8 @@ describe(`deleting a user amid concurrent traffic (${backend})`, () => {
     };
     const user = untouched(await race.db.selectFrom('users').select(['id', 'follower_count']).orderBy('id').execute(), 'users');
     const post = untouched(await race.db.selectFrom('posts').select(['id', 'reply_count']).orderBy('id').execute(), 'posts');
-    await race.db.updateTable('users').set({ follower_count: user.follower_count + 1 }).where('id', '=', user.id).execute();
-    await race.db.updateTable('posts').set({ reply_count: post.reply_count + 1 }).where('id', '=', post.id).execute();
+    await race.write((db) => db.updateTable('users').set({ follower_count: user.follower_count + 1 }).where('id', '=', user.id).execute());
+    await race.write((db) => db.updateTable('posts').set({ reply_count: post.reply_count + 1 }).where('id', '=', post.id).execute());
     try {
       const after = await counterMismatches(race.db);
       expect(after).toHaveLength(before.length + 2);
@@ -104,8 +104,8 @@ describe(`deleting a user amid concurrent traffic (${backend})`, () => {
         ]),
       );
     } finally {
-      await race.db.updateTable('users').set({ follower_count: user.follower_count }).where('id', '=', user.id).execute();
-      await race.db.updateTable('posts').set({ reply_count: post.reply_count }).where('id', '=', post.id).execute();
+      await race.write((db) => db.updateTable('users').set({ follower_count: user.follower_count }).where('id', '=', user.id).execute());
+      await race.write((db) => db.updateTable('posts').set({ reply_count: post.reply_count }).where('id', '=', post.id).execute());
     }
   });
 });

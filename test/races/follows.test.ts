@@ -106,16 +106,16 @@ describe(`follow races (${backend})`, () => {
   it('the feed check itself notices a missing and a stale feed entry', async () => {
     const entry = await race.db.selectFrom('feed_entries').selectAll().orderBy('post_id').executeTakeFirstOrThrow();
     const [stranger] = await signUpMany(race, 1, 'stranger');
-    await race.db.deleteFrom('feed_entries').where('user_id', '=', entry.user_id).where('post_id', '=', entry.post_id).execute();
-    await race.db.insertInto('feed_entries').values({ ...entry, user_id: stranger!.id }).execute();
+    await race.write((db) => db.deleteFrom('feed_entries').where('user_id', '=', entry.user_id).where('post_id', '=', entry.post_id).execute());
+    await race.write((db) => db.insertInto('feed_entries').values({ ...entry, user_id: stranger!.id }).execute());
     try {
       expect(await feedMismatches(race.db)).toEqual({
         missing: [`user ${entry.user_id} post ${entry.post_id}`],
         stale: [`user ${stranger!.id} post ${entry.post_id}`],
       });
     } finally {
-      await race.db.deleteFrom('feed_entries').where('user_id', '=', stranger!.id).execute();
-      await race.db.insertInto('feed_entries').values(entry).execute();
+      await race.write((db) => db.deleteFrom('feed_entries').where('user_id', '=', stranger!.id).execute());
+      await race.write((db) => db.insertInto('feed_entries').values(entry).execute());
     }
     expect(await feedMismatches(race.db)).toEqual({ missing: [], stale: [] });
   });

@@ -11,6 +11,8 @@ export interface RaceServer {
   server: ServerProcess;
   url: string;
   db: Kysely<Database>;
+  /** Direct writes to the server's database (to set up a state the API cannot produce). */
+  write<T>(work: (db: Kysely<Database>) => Promise<T>): Promise<T>;
   /** Every status any request of this file received: none may be a 5xx. */
   statuses: number[];
 }
@@ -33,7 +35,7 @@ export function useRaceServer(): RaceServer {
   });
   afterAll(async () => {
     const exit = await server?.stop();
-    await handle?.destroy();
+    await handle?.close();
     await killLeftovers();
     await database?.drop();
     expect(exit).toEqual({ code: 0, signal: null });
@@ -48,6 +50,9 @@ export function useRaceServer(): RaceServer {
     },
     get db() {
       return started(handle).db;
+    },
+    write(work) {
+      return started(handle).transaction((tx) => work(tx.db));
     },
   };
 }

@@ -3,6 +3,7 @@ import * as initialSchema from './20261121T0800_initial_schema.js';
 import * as boardCount from './20261121T0900_board_count.js';
 import * as boardsOffsetIndex from './20261121T0930_boards_offset_index.js';
 import * as fanoutQueue from './20261121T1100_fanout_queue.js';
+import * as visibleCounts from './20261125T0100_visible_post_counts_and_password_version.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '20261121T0900_board_count': boardCount,
   '20261121T0930_boards_offset_index': boardsOffsetIndex,
   '20261121T1100_fanout_queue': fanoutQueue,
+  '20261125T0100_visible_post_counts_and_password_version': visibleCounts,
 };

@@ -2,8 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import { Type, type Static } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
-import type { BoardRow } from '../../db/types.js';
 import { AppError } from '../../shared/errors.js';
+import { toBoard } from '../../shared/representations.js';
 import { EnvelopeErrorSchema, toId } from '../../shared/schemas.js';
 import { createBoardsRepository } from './boards.repository.js';
 import {
@@ -16,21 +16,7 @@ import {
   ListBoardsQuerySchema,
   ReplaceBoardBodySchema,
   UpdatedEnvelope,
-  type Board,
 } from './boards.schemas.js';
-import { nowIso } from '../../shared/clock.js';
-
-/** The one place a board row becomes the API's representation. */
-export function toBoard(row: BoardRow): Board {
-  return {
-    id: row.id,
-    title: row.title,
-    content: row.content,
-    authorId: row.author_id,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
-}
 
 /** Success envelopes (seed §2): `code` is the status as text, `message` its status text. */
 const ok = <T>(data: T) => ({ code: '200', message: 'OK', data });
@@ -135,12 +121,14 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const caller = await app.auth.required(request);
-      const row = await boards.insert({
-        author_id: caller.id,
-        title: request.body.title,
-        content: request.body.content,
-        now: nowIso(),
-      });
+      const row = await app.store.transaction(({ db }) =>
+        createBoardsRepository(db).insert({
+          author_id: caller.id,
+          title: request.body.title,
+          content: request.body.content,
+          now: new Date().toISOString(),
+        }),
+      );
       reply.code(201).header('location', app.links.url(`/boards/${row.id}`));
       return created(toBoard(row));
     },
@@ -178,7 +166,8 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!current) throw AppError.notFound('board');
       if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may replace this board');
       // The author never changes, so the check above still holds; only a concurrent delete can intervene.
-      const updated = await boards.update(id, { title: body.title, content: body.content, updated_at: nowIso() });
+      const values = { title: body.title, content: body.content, updated_at: new Date().toISOString() };
+      const updated = await app.store.transaction(({ db }) => createBoardsRepository(db).update(id, values));
       if (!updated) throw AppError.notFound('board');
       return ok('updated' as const);
     },
@@ -208,7 +197,7 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const current = await boards.findById(id);
       if (!current) throw AppError.badRequest('board_id', 'names no board');
       if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may delete this board');
-      if (!(await boards.remove(id))) throw AppError.badRequest('board_id', 'names no board');
+      if (!(await app.store.transaction(({ db }) => createBoardsRepository(db).remove(id)))) throw AppError.badRequest('board_id', 'names no board');
       return ok('deleted' as const);
     },
   );

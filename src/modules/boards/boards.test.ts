@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
+import { PUBLIC_URL, buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { createBoardsRepository } from './boards.repository.js';
 
@@ -12,11 +12,13 @@ async function seedBoards(app: FastifyInstance, authorId: number, n: number): Pr
   const ids: number[] = [];
   for (let i = 1; i <= n; i++) {
     const now = new Date(Date.UTC(2026, 10, 21, 8, 0, i)).toISOString();
-    const row = await app.db
-      .insertInto('boards')
-      .values({ author_id: authorId, title: `Board ${i}`, content: `Content ${i}`, created_at: now, updated_at: now })
-      .returning('id')
-      .executeTakeFirstOrThrow();
+    const row = await write(app, (db) =>
+      db
+        .insertInto('boards')
+        .values({ author_id: authorId, title: `Board ${i}`, content: `Content ${i}`, created_at: now, updated_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    );
     ids.push(row.id);
   }
   return ids.reverse();
@@ -119,7 +121,7 @@ describe('GET /boards/list and GET /boards: the window', () => {
     // More boards than the warm repository last saw (its hint is now stale), then fewer.
     ids = [...(await seedBoards(app, author.id, 4)), ...ids];
     await check(11);
-    await app.db.deleteFrom('boards').where('id', 'in', ids.slice(0, 6)).execute();
+    await write(app, (db) => db.deleteFrom('boards').where('id', 'in', ids.slice(0, 6)).execute());
     ids = ids.slice(6);
     await check(5);
   });

@@ -30,7 +30,7 @@ const entries = (app: FastifyInstance) =>
 async function appWithStoppedWorker() {
   const app = await buildTestApp();
   await app.fanout.close();
-  const worker = createFanout(app.db, app.dialect, app.log, { batchSize: 2, sweepMs: 60_000 });
+  const worker = createFanout(app.store, app.log, { batchSize: 2, sweepMs: 60_000 });
   onTestFinished(() => worker.close());
   return { app, worker };
 }
@@ -118,12 +118,12 @@ describe('fan-out worker', () => {
   });
 
   it('drains, when the next process starts, what a process left queued', async () => {
-    const { handle, drop } = await freshDatabase();
+    const { store, drop } = await freshDatabase();
     onTestFinished(async () => {
-      await handle.destroy();
+      await store.close();
       await drop();
     });
-    const first = await buildApp(testConfig(), { database: handle, logger: false });
+    const first = await buildApp(testConfig(), { store, logger: false });
     await first.ready();
     await first.fanout.close(); // as if the process died before its worker ran
     const owner = await signUp(first);
@@ -132,8 +132,8 @@ describe('fan-out worker', () => {
     const post = await publish(first, owner, 'left behind');
     expect((await queued(first)).length).toBe(1);
 
-    // A second app on the same database: `close()` of an app would destroy the shared handle, so neither is closed.
-    const second = await buildApp(testConfig(), { database: handle, logger: false, migrate: false });
+    // A second app on the same database: `close()` of an app would close the shared store, so neither is closed.
+    const second = await buildApp(testConfig(), { store, logger: false, migrate: false });
     onTestFinished(() => second.fanout.close());
     await second.ready();
     await expect.poll(() => queued(second)).toEqual([]);

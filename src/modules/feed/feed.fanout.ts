@@ -1,10 +1,6 @@
 import fp from 'fastify-plugin';
-import { sql, type Kysely } from 'kysely';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Dialect } from '../../db/database.js';
-import { inTransaction } from '../../db/transaction.js';
-import { reusable } from '../../db/compiled.js';
-import type { Database } from '../../db/types.js';
+import type { Store } from '../../db/store.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -13,7 +9,7 @@ declare module 'fastify' {
 }
 
 export interface Fanout {
-  /** Asks for the queue to be drained soon (after the current I/O callbacks): call it after queueing a post. */
+  /** Asks for the queue to be drained soon (after the current I/O callbacks): new posts were committed. */
   schedule(): void;
   /** Drains the queue now and resolves when it is empty (or another process holds the drain): tests, shutdown. */
   drain(): Promise<void>;
@@ -31,24 +27,36 @@ export interface FanoutOptions {
   sweepMs?: number;
 }
 
-/** Any 64-bit key: the PostgreSQL advisory lock that lets one process drain at a time. */
+/** Any 64-bit key: the lock that lets one process drain at a time. */
 const DRAIN_LOCK = 0x636f726b; // "cork"
-/** Pads the id list of a partial batch: no post has this id, so every batch runs the same SQL text. */
-const NO_POST = -1;
 
 /**
- * The batch's three statements, built and compiled once per worker: building and compiling them with Kysely for
- * every batch cost more than SQLite took to run them (callgrind, POST /users/{id}/posts with 10 followers: this
- * and ending a run without a last, empty batch took ~60,000 instructions off a created post's ~630,000). The post
- * ids of a batch are parameters in a list padded to `batchSize`, so the SQL text never changes; `reusable` puts
- * them in place of the stand-ins (-2, -3, …) on each run.
+ * The fan-out worker. A new post is queued in `fanout_queue` by the transaction that creates it; this worker
+ * turns queued posts into `feed_entries` rows (one per follower of the owner) in batches, each batch one
+ * transaction that writes its entries and removes its posts from the queue together. Batching is what makes
+ * fan-out cheap: consecutive posts by the same authors share feed pages, and one commit writes them once. Readers
+ * never wait for it: a feed page merges the queued posts of the users the reader follows (feed.repository.ts), so
+ * a post is in every follower's feed from the moment it is created.
+ *
+ * Correctness against concurrent follows and unfollows is the same as if fan-out ran inside the create: the
+ * owners' user rows are locked (in ascending id order) before the entries are written, and following or
+ * unfollowing updates the same row (its follower_count), so each sees the other's committed rows.
  */
-function compileBatch(db: Kysely<Database>, batchSize: number) {
-  const standIns = Array.from({ length: batchSize }, (_, i) => NO_POST - 1 - i);
-  return {
-    queued: db.selectFrom('fanout_queue').select(['post_id', 'owner_id']).orderBy('post_id').limit(sql.lit(batchSize)).compile(),
-    write: reusable(
-      db
+export function createFanout(store: Store, log: FastifyBaseLogger, options: FanoutOptions = {}): Fanout {
+  const batchSize = options.batchSize ?? 64;
+  let scheduled = false;
+  let closed = false;
+  let running: Promise<void> | undefined;
+
+  /** One batch; answers how many posts it fanned out (0: the queue is empty, or another process is draining). */
+  const drainBatch = () =>
+    store.transaction(async (tx) => {
+      if (!(await tx.tryExclusive(DRAIN_LOCK))) return 0;
+      const batch = await tx.db.selectFrom('fanout_queue').select(['post_id', 'owner_id']).orderBy('post_id').limit(batchSize).execute();
+      if (batch.length === 0) return 0;
+      await tx.lockRows('users', [...new Set(batch.map((b) => b.owner_id))]);
+      const ids = batch.map((b) => b.post_id);
+      await tx.db
         .insertInto('feed_entries')
         .columns(['user_id', 'post_id', 'owner_id'])
         .expression((eb) =>
@@ -56,66 +64,20 @@ function compileBatch(db: Kysely<Database>, batchSize: number) {
             .selectFrom('fanout_queue')
             .innerJoin('follows', 'follows.followee_id', 'fanout_queue.owner_id')
             .select(['follows.follower_id', 'fanout_queue.post_id', 'fanout_queue.owner_id'])
-            .where('fanout_queue.post_id', 'in', standIns),
+            .where('fanout_queue.post_id', 'in', ids),
         )
         .onConflict((oc) => oc.doNothing())
-        .compile(),
-      standIns,
-    ),
-    dequeue: reusable(db.deleteFrom('fanout_queue').where('post_id', 'in', standIns).compile(), standIns),
-  };
-}
-
-/**
- * The fan-out worker. A new post is queued in `fanout_queue` by the transaction that creates it; this worker
- * turns queued posts into `feed_entries` rows (one per follower of the owner) in batches, each batch one
- * transaction that writes its entries and removes its posts from the queue together. Batching is what makes
- * fan-out cheap on SQLite: consecutive posts by the same authors share feed pages, and one commit writes them
- * once. Readers never wait for it: a feed page merges the queued posts of the users the reader follows
- * (feed.repository.ts), so a post is in every follower's feed from the moment it is created.
- *
- * Correctness against concurrent follows and unfollows is the same as when fan-out ran inside the create: the
- * owners' user rows are locked (PostgreSQL `FOR UPDATE`, ascending ids) before the entries are written, and
- * following or unfollowing updates the same row (its follower_count), so each sees the other's committed rows.
- */
-export function createFanout(db: Kysely<Database>, dialect: Dialect, log: FastifyBaseLogger, options: FanoutOptions = {}): Fanout {
-  const batchSize = options.batchSize ?? 64;
-  const statements = compileBatch(db, batchSize);
-  let scheduled = false;
-  let closed = false;
-  let running: Promise<void> | undefined;
-
-  /** One batch; answers how many posts it fanned out (0: the queue is empty, or another process is draining). */
-  const drainBatch = () =>
-    inTransaction(db, async (trx) => {
-      if (dialect === 'postgres') {
-        const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(${DRAIN_LOCK}) as locked`.execute(trx);
-        if (!rows[0]?.locked) return 0;
-      }
-      const { rows: batch } = await trx.executeQuery(statements.queued);
-      if (batch.length === 0) return 0;
-      if (dialect === 'postgres') {
-        const owners = [...new Set(batch.map((b) => b.owner_id))].sort((a, b) => a - b);
-        await trx.selectFrom('users').select('id').where('id', 'in', owners).orderBy('id').forUpdate().execute();
-      }
-      const ids = batch.map((b) => b.post_id);
-      while (ids.length < batchSize) ids.push(NO_POST);
-      await trx.executeQuery(statements.write(ids));
-      await trx.executeQuery(statements.dequeue(ids));
+        .execute();
+      await tx.db.deleteFrom('fanout_queue').where('post_id', 'in', ids).execute();
       return batch.length;
     });
 
   function run(): Promise<void> {
     running ??= (async () => {
       try {
-        while (!closed) {
-          const drained = await drainBatch();
-          // A batch short of batchSize took the rest of the queue, and posts this process queues since then have
-          // scheduled a run of their own, so on SQLite (one process) that is the end: no last, empty transaction.
-          // On PostgreSQL other processes may have queued posts meanwhile that they could not drain (this process
-          // holds the lock), so the run goes on until the queue is empty.
-          if (drained === 0 || (drained < batchSize && dialect === 'sqlite')) break;
-        }
+        // Until the queue is empty: posts queued meanwhile (here or, on PostgreSQL, by other processes that could
+        // not drain while this one held the lock) are taken by the next batch.
+        while (!closed && (await drainBatch()) > 0);
       } catch (error) {
         // The queue keeps the posts (the batch rolled back) and feeds keep showing them; the sweep retries.
         log.warn({ err: error }, 'feed fan-out failed; the queued posts stay queued and are retried');
@@ -151,11 +113,17 @@ export function createFanout(db: Kysely<Database>, dialect: Dialect, log: Fastif
   };
 }
 
-/** Decorates the app with its fan-out worker, drains what earlier processes left queued, and stops it on close. */
+/**
+ * Decorates the app with its fan-out worker, which runs after every committed new post, drains what earlier
+ * processes left queued, and stops on close.
+ */
 export default fp(
   async (app) => {
-    const fanout = createFanout(app.db, app.dialect, app.log);
+    const fanout = createFanout(app.store, app.log);
     app.decorate('fanout', fanout);
+    app.postChanges.subscribe((change) => {
+      if (change.kind === 'created') fanout.schedule();
+    });
     app.addHook('onReady', () => {
       fanout.schedule();
     });

@@ -1,9 +1,8 @@
 import { sql, type Kysely } from 'kysely';
-import { readCompiled } from '../../db/database.js';
 import type { Database, PostRow, Role } from '../../db/types.js';
-import { callerKind, pageCompiler, POST_COLUMNS, type PageOptions } from '../posts/posts.repository.js';
-import { visibleTo } from '../posts/posts.visibility.js';
 import { pageLimit } from '../../shared/pagination.js';
+import { POST_COLUMNS, visibleTo } from '../../shared/visibility.js';
+import type { PageOptions } from '../posts/posts.repository.js';
 
 /** The user whose home feed is read: visibility is judged for them, not for whoever asks. */
 export interface FeedOwner {
@@ -29,7 +28,7 @@ export function createFeedRepository(db: Kysely<Database>) {
       .innerJoin('posts', 'posts.id', 'feed_entries.post_id')
       .select(POST_COLUMNS)
       .where('feed_entries.user_id', '=', owner.id)
-      .where(visibleTo({ id: owner.id, role: owner.role, tokenId: 0 }));
+      .where(visibleTo(owner));
     if (after !== undefined) query = query.where('feed_entries.post_id', '<', after);
     return query.orderBy('feed_entries.post_id', 'desc').limit(pageLimit(limit));
   }
@@ -47,33 +46,23 @@ export function createFeedRepository(db: Kysely<Database>) {
       .innerJoin('posts', 'posts.id', 'fanout_queue.post_id')
       .select(POST_COLUMNS)
       // `IS TRUE` keeps the visibility OR a row filter (see listQuery in posts.repository.ts): left bare, SQLite
-      // answered it with a MULTI-INDEX OR over all of `posts`, ~1.4 s per page at 1M posts with an empty queue.
-      .where((eb) => eb(eb.parens(visibleTo({ id: owner.id, role: owner.role, tokenId: 0 })(eb)), 'is', sql.lit(true)));
+      // answered it with a MULTI-INDEX OR over all of `posts`.
+      .where((eb) => eb(eb.parens(visibleTo(owner)(eb)), 'is', sql.lit(true)));
     if (after !== undefined) query = query.where('fanout_queue.post_id', '<', after);
     return query.orderBy('fanout_queue.post_id', 'desc').limit(pageLimit(limit));
   }
 
-  // Compiled once per shape (member or admin feed owner × first page or after a cursor × page size): see pageCompiler.
-  const asOwner = (kind: string, ownerId: number): FeedOwner => ({ id: ownerId, role: kind === 'admin' ? 'admin' : 'member' });
-  const pageCompiled = pageCompiler((kind, ownerId, page) => pageQuery(asOwner(kind, ownerId), page));
-  const queuedCompiled = pageCompiler((kind, ownerId, page) => queuedQuery(asOwner(kind, ownerId), page));
-
   return {
     pageQuery,
     queuedQuery,
-    /** `pageQuery(owner, page).compile()`, without building the query again. */
-    pageCompiled: (owner: FeedOwner, page: PageOptions) => pageCompiled(callerKind(owner), owner.id, page),
-    /** `queuedQuery(owner, page).compile()`, without building the query again. */
-    queuedCompiled: (owner: FeedOwner, page: PageOptions) => queuedCompiled(callerKind(owner), owner.id, page),
     /**
      * `limit + 1` posts of the feed, newest first: written entries and queued posts merged. The queue is read
      * first: a post the worker moves in between is then in the queue's answer, or in the entries', or in both
      * (it appears once), never in neither.
      */
     async page(owner: FeedOwner, page: PageOptions): Promise<PostRow[]> {
-      const kind = callerKind(owner);
-      const queued = await readCompiled(db, queuedCompiled(kind, owner.id, page));
-      const written = await readCompiled(db, pageCompiled(kind, owner.id, page));
+      const queued = await queuedQuery(owner, page).execute();
+      const written = await pageQuery(owner, page).execute();
       if (queued.length === 0) return written;
       const byId = new Map([...written, ...queued].map((row) => [row.id, row]));
       return [...byId.values()].sort((a, b) => b.id - a.id).slice(0, page.limit + 1);

@@ -4,10 +4,10 @@ import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
-import { toPost } from '../posts/posts.routes.js';
+import { problems } from '../../shared/problems.js';
+import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
 import { createUsersRepository } from '../users/users.repository.js';
-import { problems } from '../users/users.routes.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createFeedRepository, type FeedOwner } from './feed.repository.js';
 
@@ -44,7 +44,7 @@ const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (caller.id === userId) {
         owner = caller; // a valid token proves its user exists
       } else {
-        const user = await users.findById(userId);
+        const user = await users.findById(userId, caller);
         if (!user) throw AppError.notFound('user');
         if (caller.role !== 'admin') throw AppError.forbidden("Only the user or an admin may read a user's feed");
         owner = user;

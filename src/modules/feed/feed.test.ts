@@ -206,19 +206,6 @@ describe('GET /users/{user_id}/feed', () => {
   });
 });
 
-describe('the feed page query compiled once', () => {
-  it.each(['member', 'admin'] as const)('runs exactly the SQL and parameters the query builder gives, for a %s', async (role) => {
-    const app = await buildTestApp();
-    const feed = createFeedRepository(app.db);
-    for (const [id, page] of [[1, { limit: 20 }], [1, { limit: 20, after: 500 }], [9, { limit: 3 }], [12, { limit: 100, after: 4 }]] as const) {
-      const { sql, parameters } = feed.pageQuery({ id, role }, page).compile();
-      expect(feed.pageCompiled({ id, role }, page)).toMatchObject({ sql, parameters });
-      const queued = feed.queuedQuery({ id, role }, page).compile();
-      expect(feed.queuedCompiled({ id, role }, page)).toMatchObject({ sql: queued.sql, parameters: queued.parameters });
-    }
-  });
-});
-
 describe('query plan (SQLite): a deep feed page walks the feed_entries primary key, never sorts', () => {
   it.skipIf(backend === 'postgres').each(['member', 'admin'] as const)('for the feed of a %s', async (role) => {
     const app = await buildTestApp();

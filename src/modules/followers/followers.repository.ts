@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
-import { USER_COLUMNS, type PublicUserRow } from '../users/users.repository.js';
 import { pageLimit } from '../../shared/pagination.js';
+import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 /**
  * The follow graph. `follows` is keyed (followee_id, follower_id), which serves "followers of X" in follower id
@@ -11,11 +11,11 @@ import { pageLimit } from '../../shared/pagination.js';
 export function createFollowersRepository(db: Kysely<Database>) {
   return {
     /** Users who follow `followeeId`, in follower id order, `limit + 1` rows after `after` (keyset). */
-    listFollowers(followeeId: number, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
+    listFollowers(followeeId: number, viewer: Viewer, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
       let query = db
         .selectFrom('follows')
         .innerJoin('users', 'users.id', 'follows.follower_id')
-        .select(USER_COLUMNS)
+        .select(USER_COLUMNS).select(visiblePostCount(viewer))
         .where('follows.followee_id', '=', followeeId)
         .orderBy('follows.follower_id', 'asc')
         .limit(pageLimit(options.limit));
@@ -24,11 +24,11 @@ export function createFollowersRepository(db: Kysely<Database>) {
     },
 
     /** Users whom `followerId` follows, in followee id order, `limit + 1` rows after `after` (keyset). */
-    listFollowing(followerId: number, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
+    listFollowing(followerId: number, viewer: Viewer, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
       let query = db
         .selectFrom('follows')
         .innerJoin('users', 'users.id', 'follows.followee_id')
-        .select(USER_COLUMNS)
+        .select(USER_COLUMNS).select(visiblePostCount(viewer))
         .where('follows.follower_id', '=', followerId)
         .orderBy('follows.followee_id', 'asc')
         .limit(pageLimit(options.limit));
@@ -37,11 +37,11 @@ export function createFollowersRepository(db: Kysely<Database>) {
     },
 
     /** The follower's user row, if `followerId` follows `followeeId`. */
-    findFollower(followeeId: number, followerId: number): Promise<PublicUserRow | undefined> {
+    findFollower(followeeId: number, followerId: number, viewer: Viewer): Promise<PublicUserRow | undefined> {
       return db
         .selectFrom('follows')
         .innerJoin('users', 'users.id', 'follows.follower_id')
-        .select(USER_COLUMNS)
+        .select(USER_COLUMNS).select(visiblePostCount(viewer))
         .where('follows.followee_id', '=', followeeId)
         .where('follows.follower_id', '=', followerId)
         .executeTakeFirst();
@@ -72,34 +72,11 @@ export function createFollowersRepository(db: Kysely<Database>) {
       return result.numDeletedRows > 0n;
     },
 
-    /**
-     * Moves both counters of one relation by `delta` with atomic `col = col ± 1` updates. The two rows are updated
-     * in ascending id order, so two transactions touching the same pair of users (A follows B while B follows A)
-     * take the row locks in the same order and cannot deadlock.
-     */
+    /** Moves both counters of one relation by `delta` (atomic `col = col ± 1`; the caller has locked both rows). */
     async adjustCounts(followeeId: number, followerId: number, delta: 1 | -1): Promise<void> {
       const op = delta > 0 ? '+' : '-';
-      const updates = [
-        {
-          id: followeeId,
-          run: () =>
-            db
-              .updateTable('users')
-              .set((eb) => ({ follower_count: eb('follower_count', op, 1) }))
-              .where('id', '=', followeeId)
-              .execute(),
-        },
-        {
-          id: followerId,
-          run: () =>
-            db
-              .updateTable('users')
-              .set((eb) => ({ following_count: eb('following_count', op, 1) }))
-              .where('id', '=', followerId)
-              .execute(),
-        },
-      ].sort((a, b) => a.id - b.id);
-      for (const update of updates) await update.run();
+      await db.updateTable('users').set((eb) => ({ follower_count: eb('follower_count', op, 1) })).where('id', '=', followeeId).execute();
+      await db.updateTable('users').set((eb) => ({ following_count: eb('following_count', op, 1) })).where('id', '=', followerId).execute();
     },
 
     /**

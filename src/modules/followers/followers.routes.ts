@@ -4,8 +4,9 @@ import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
+import { problems } from '../../shared/problems.js';
+import { toUser } from '../../shared/representations.js';
 import { createUsersRepository } from '../users/users.repository.js';
-import { problems, toUser } from '../users/users.routes.js';
 import { UserParamsSchema, UserSchema } from '../users/users.schemas.js';
 import { createFollowersRepository } from './followers.repository.js';
 import { FollowBodySchema, FollowerParamsSchema } from './followers.schemas.js';
@@ -18,7 +19,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   /** 404 unless the user exists (asked only when a page came back empty, so a full page costs one query). */
   async function mustExist(id: number): Promise<void> {
-    if (!(await users.findById(id))) throw AppError.notFound('user');
+    if (!(await users.exists(id))) throw AppError.notFound('user');
   }
 
   app.get(
@@ -39,8 +40,9 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
+      const caller = await app.auth.optional(request);
       const id = toId(request.params.user_id);
-      const rows = await keysetPage(request, reply, `followers|${id}`, request.query, (page) => follows.listFollowers(id, page));
+      const rows = await keysetPage(request, reply, `followers|${id}`, request.query, (page) => follows.listFollowers(id, caller, page));
       if (rows.length === 0) await mustExist(id);
       return rows.map((r) => toUser(r, app.links));
     },
@@ -78,13 +80,13 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const followeeId = toId(request.params.user_id);
       const followerId = request.body.id;
-      if (!(await users.findById(followeeId))) throw AppError.notFound('user');
+      if (!(await users.exists(followeeId))) throw AppError.notFound('user');
       if (caller.id !== followerId && caller.role !== 'admin') {
         throw AppError.forbidden('Only the follower themself or an admin may register a follower');
       }
       if (followerId === followeeId) throw AppError.badRequest('id', 'must not be the followed user: a user cannot follow themself');
-      if (followerId !== caller.id && !(await users.findById(followerId))) throw AppError.badRequest('id', 'names no user');
-      const row = await follow(app.db, followeeId, followerId);
+      if (followerId !== caller.id && !(await users.exists(followerId))) throw AppError.badRequest('id', 'names no user');
+      const row = await follow(app.store, followeeId, followerId, caller);
       reply.code(201).header('location', app.links.url(`/users/${followeeId}/followers/${followerId}`));
       return toUser(row, app.links);
     },
@@ -107,7 +109,8 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      const row = await follows.findFollower(toId(request.params.user_id), toId(request.params.follower_id));
+      const caller = await app.auth.optional(request);
+      const row = await follows.findFollower(toId(request.params.user_id), toId(request.params.follower_id), caller);
       if (!row) throw AppError.notFound('follower');
       return toUser(row, app.links);
     },
@@ -142,7 +145,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         if (!(await follows.exists(followeeId, followerId))) throw noSuchRelation();
         throw AppError.forbidden('Only either of the two users or an admin may remove a follower relation');
       }
-      if (!(await unfollow(app.db, followeeId, followerId))) throw noSuchRelation();
+      if (!(await unfollow(app.store, followeeId, followerId))) throw noSuchRelation();
       return { deleted: 1 };
     },
   );
@@ -165,8 +168,9 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
+      const caller = await app.auth.optional(request);
       const id = toId(request.params.user_id);
-      const rows = await keysetPage(request, reply, `following|${id}`, request.query, (page) => follows.listFollowing(id, page));
+      const rows = await keysetPage(request, reply, `following|${id}`, request.query, (page) => follows.listFollowing(id, caller, page));
       if (rows.length === 0) await mustExist(id);
       return rows.map((r) => toUser(r, app.links));
     },

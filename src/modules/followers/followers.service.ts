@@ -1,29 +1,28 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../../db/types.js';
-import { inTransaction } from '../../db/transaction.js';
+import type { Store } from '../../db/store.js';
 import { constraintKind } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
-import { USER_COLUMNS, type PublicUserRow } from '../users/users.repository.js';
+import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 import { createFollowersRepository } from './followers.repository.js';
-import { nowIso } from '../../shared/clock.js';
 
 /**
  * `followerId` starts following `followeeId`, in one transaction: the relation, both counters and the follower's
  * home feed (every existing post of the followee). Answers the follower's row with its counters already moved.
  *
- * The primary key is the arbiter of duplicates: of two identical requests racing, one inserts and the other gets
- * the unique violation (409) and changes nothing. A user deleted meanwhile surfaces as a foreign key violation
- * (404). The counters are moved before the feed is filled, so the followee's row is locked (on PostgreSQL) while
- * its posts are read: a post created concurrently is either seen here or, once this commits, sees the relation.
+ * Both users' rows are locked first, in ascending id order (A follows B while B follows A cannot deadlock), so the
+ * followee's row is held while its posts are read: a post created concurrently is either seen here or, once this
+ * commits, sees the relation. The primary key is the arbiter of duplicates: of two identical requests racing, one
+ * inserts and the other gets the unique violation (409) and changes nothing. A user deleted meanwhile surfaces as
+ * a missing row or a foreign key violation (404).
  */
-export async function follow(db: Kysely<Database>, followeeId: number, followerId: number): Promise<PublicUserRow> {
+export async function follow(store: Store, followeeId: number, followerId: number, viewer: Viewer): Promise<PublicUserRow> {
   try {
-    return await inTransaction(db, async (trx) => {
-      const follows = createFollowersRepository(trx);
-      await follows.insert(followeeId, followerId, nowIso());
+    return await store.transaction(async (tx) => {
+      if ((await tx.lockRows('users', [followeeId, followerId])).length < 2) throw AppError.notFound('user');
+      const follows = createFollowersRepository(tx.db);
+      await follows.insert(followeeId, followerId, new Date().toISOString());
       await follows.adjustCounts(followeeId, followerId, 1);
       await follows.addPostsToFeed(followeeId, followerId);
-      return trx.selectFrom('users').select(USER_COLUMNS).where('id', '=', followerId).executeTakeFirstOrThrow();
+      return tx.db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
     });
   } catch (error) {
     switch (constraintKind(error)) {
@@ -42,9 +41,10 @@ export async function follow(db: Kysely<Database>, followeeId: number, followerI
  * False when there was no such relation (also when a concurrent unfollow got there first: only one of them moves
  * the counters).
  */
-export async function unfollow(db: Kysely<Database>, followeeId: number, followerId: number): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    const follows = createFollowersRepository(trx);
+export async function unfollow(store: Store, followeeId: number, followerId: number): Promise<boolean> {
+  return store.transaction(async (tx) => {
+    await tx.lockRows('users', [followeeId, followerId]);
+    const follows = createFollowersRepository(tx.db);
     if (!(await follows.remove(followeeId, followerId))) return false;
     await follows.adjustCounts(followeeId, followerId, -1);
     await follows.removePostsFromFeed(followeeId, followerId);

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { PUBLIC_URL, buildTestApp, call, type Response } from '../../../test/helpers/build-test-app.js';
+import { PUBLIC_URL, buildTestApp, call, type Response, write } from '../../../test/helpers/build-test-app.js';
 import { backend } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { nextPath } from '../../../test/helpers/api.js';
@@ -19,11 +19,13 @@ async function follow(app: FastifyInstance, followee: TestUser, follower: TestUs
 /** A post written straight into the table (the posts module is not under test here). */
 async function insertPost(app: FastifyInstance, ownerId: number, visibility: Visibility = 'public'): Promise<number> {
   const now = new Date().toISOString();
-  const row = await app.db
-    .insertInto('posts')
-    .values({ owner_id: ownerId, title: 't', content: 'c', visibility, created_at: now, updated_at: now })
-    .returning('id')
-    .executeTakeFirstOrThrow();
+  const row = await write(app, (db) =>
+    db
+      .insertInto('posts')
+      .values({ owner_id: ownerId, title: 't', content: 'c', visibility, created_at: now, updated_at: now })
+      .returning('id')
+      .executeTakeFirstOrThrow(),
+  );
   return row.id;
 }
 
@@ -187,7 +189,7 @@ describe('POST /users/{user_id}/followers', () => {
     const app = await buildTestApp();
     const users = [await signUp(app), await signUp(app), await signUp(app), await signUp(app)];
     const deadlocks = async () =>
-      app.dialect === 'postgres'
+      app.store.dialect === 'postgres'
         ? Number((await sql<{ n: number }>`select deadlocks as n from pg_stat_database where datname = current_database()`.execute(app.db)).rows[0]?.n)
         : 0;
     const before = await deadlocks();
@@ -201,8 +203,8 @@ describe('POST /users/{user_id}/followers', () => {
     expect(results.map((r) => r.statusCode)).toEqual(pairs.map(() => 201));
     for (const user of users) await expectCounts(app, user, 3, 3);
     expect((await followRows(app)).length).toBe(12);
-    if (app.dialect === 'postgres') {
-      // inTransaction would retry a deadlock and hide it; the server's counter does not. Backends publish their
+    if (app.store.dialect === 'postgres') {
+      // The store would retry a deadlock and hide it; the server's counter does not. Backends publish their
       // statistics within about a second of going idle. (Updating the two rows in a fixed order matters: without
       // it this run reliably shows several.)
       await new Promise((resolve) => setTimeout(resolve, 1500));

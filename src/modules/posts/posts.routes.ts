@@ -1,35 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { PostRow } from '../../db/types.js';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
-import { whenReady } from '../../shared/eventually.js';
-import type { Links } from '../../shared/links.js';
 import { keysetPage } from '../../shared/pagination.js';
+import { problems } from '../../shared/problems.js';
+import { toPost } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
+import { findVisiblePost, requireVisiblePost } from '../../shared/visibility.js';
 import { createUsersRepository } from '../users/users.repository.js';
-import { problems } from '../users/users.routes.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createPostsRepository } from './posts.repository.js';
-import { CreatePostBodySchema, PostParamsSchema, PostSchema, ReplacePostBodySchema, type Post } from './posts.schemas.js';
-import { createPost, deletePost } from './posts.service.js';
-import { nowIso } from '../../shared/clock.js';
-
-/** The one place a post row becomes the API's representation. */
-export function toPost(row: PostRow, links: Links): Post {
-  return {
-    id: row.id,
-    title: row.title,
-    content: row.content,
-    visibility: row.visibility,
-    ownerId: row.owner_id,
-    replyCount: row.reply_count,
-    recommendCount: row.recommend_count,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    links: links.post({ id: row.id, ownerId: row.owner_id }),
-  };
-}
+import { CreatePostBodySchema, PostParamsSchema, PostSchema, ReplacePostBodySchema } from './posts.schemas.js';
+import { createPost, deletePost, replacePost } from './posts.service.js';
 
 const VISIBILITY_NOTE = 'A post the caller may not see is answered as if it did not exist.';
 const AUTH_FIRST = 'Without a valid token the answer is 401 before the request is validated.';
@@ -76,14 +58,12 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: { description: 'The post', ...PostSchema }, 401: problems[401], 404: problems[404]('post') },
       },
     },
-    // Without async/await: on SQLite an anonymous read then completes synchronously (see `Eventually`).
-    (request) =>
-      whenReady(app.auth.optional(request), (caller) =>
-        whenReady(posts.findVisible(toId(request.params.post_id), caller), (row) => {
-          if (!row) throw AppError.notFound('post');
-          return toPost(row, app.links);
-        }),
-      ),
+    async (request) => {
+      const caller = await app.auth.optional(request);
+      const row = await findVisiblePost(app.db, toId(request.params.post_id), caller);
+      if (!row) throw AppError.notFound('post');
+      return toPost(row, app.links);
+    },
   );
 
   app.put(
@@ -113,15 +93,9 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const id = toId(request.params.post_id);
       const { body } = request;
       if (body.id !== undefined && body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
-      const current = await posts.findVisibleOwner(id, caller);
-      if (!current) throw AppError.notFound('post');
+      const current = await requireVisiblePost(app.db, id, caller);
       if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may replace a post');
-      const row = await posts.update(id, {
-        title: body.title,
-        content: body.content,
-        visibility: body.visibility,
-        updated_at: nowIso(),
-      });
+      const row = await replacePost(app.store, app.postChanges, current, { title: body.title, content: body.content, visibility: body.visibility });
       if (!row) throw AppError.notFound('post');
       return toPost(row, app.links);
     },
@@ -150,10 +124,10 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.post_id);
-      const current = await posts.findVisibleOwner(id, caller);
-      if (!current) throw AppError.badRequest('post_id', 'names no post');
+      const noSuchPost = () => AppError.badRequest('post_id', 'names no post');
+      const current = await requireVisiblePost(app.db, id, caller, noSuchPost);
       if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may delete a post');
-      if (!(await deletePost(app.db, app.dialect, id))) throw AppError.badRequest('post_id', 'names no post');
+      if (!(await deletePost(app.store, app.postChanges, current))) throw AppError.badRequest('post_id', 'names no post');
       return { deleted: 1 };
     },
   );
@@ -182,7 +156,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const scope = `user-posts|${ownerId}`;
       const rows = await keysetPage(request, reply, scope, request.query, (page) => posts.listByOwner(ownerId, caller, page));
       // A page with posts proves the user exists; only an empty one needs the second query.
-      if (rows.length === 0 && !(await users.findById(ownerId))) throw AppError.notFound('user');
+      if (rows.length === 0 && !(await users.exists(ownerId))) throw AppError.notFound('user');
       return rows.map((r) => toPost(r, app.links));
     },
   );
@@ -213,12 +187,11 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const ownerId = toId(request.params.user_id);
       if (caller.id !== ownerId) {
-        if (!(await users.findById(ownerId))) throw AppError.notFound('user');
+        if (!(await users.exists(ownerId))) throw AppError.notFound('user');
         throw AppError.forbidden('Only the user may publish posts as themself');
       }
-      const row = await createPost(app.db, ownerId, request.body);
+      const row = await createPost(app.store, app.postChanges, ownerId, request.body);
       if (!row) throw AppError.notFound('user');
-      app.fanout.schedule();
       reply.code(201).header('location', app.links.url(`/posts/${row.id}`));
       return toPost(row, app.links);
     },

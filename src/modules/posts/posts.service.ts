@@ -1,80 +1,73 @@
-import type { Kysely } from 'kysely';
-import type { Dialect } from '../../db/database.js';
-import type { Database, PostRow, Visibility } from '../../db/types.js';
-import { inTransaction, lockRow } from '../../db/transaction.js';
-import { perDatabase, reusable } from '../../db/compiled.js';
-import { createPostsRepository, POST_COLUMNS } from './posts.repository.js';
-import { nowIso } from '../../shared/clock.js';
+import type { Store } from '../../db/store.js';
+import type { PostRow, Visibility } from '../../db/types.js';
+import type { PostChanges } from '../../shared/post-changes.js';
+import { createPostsRepository } from './posts.repository.js';
 
 /**
- * Creates a post in one transaction: the owner's post_count and the post, which a trigger queues for the fan-out
- * worker (feed.fanout.ts; call `app.fanout.schedule()` after this resolves) to write into the home feed of every
- * follower. Feeds merge queued posts, so the post is in them at once. Undefined when the owner does not exist.
+ * Creates a post in one transaction: the owner's post counters and the post, which a trigger queues for the
+ * fan-out worker (feed.fanout.ts) to write into the home feed of every follower; the worker hears of it once the
+ * transaction commits. Feeds merge queued posts, so the post is in them at once. Undefined when the owner does not
+ * exist.
  */
 export async function createPost(
-  db: Kysely<Database>,
+  store: Store,
+  changes: PostChanges,
   ownerId: number,
   input: { title: string; content: string; visibility?: Visibility },
 ): Promise<PostRow | undefined> {
-  const statements = createStatements(db);
-  const createdAt = nowIso();
-  return inTransaction(db, async (trx) => {
-    const counted = await trx.executeQuery(statements.countPost([ownerId]));
-    if (!counted.numAffectedRows) return undefined;
-    const { rows } = await trx.executeQuery(
-      statements.insertPost([ownerId, input.title, input.content, input.visibility ?? 'public', createdAt]),
-    );
-    return rows[0];
+  const visibility = input.visibility ?? 'public';
+  const createdAt = new Date().toISOString();
+  return store.transaction(async (tx) => {
+    const posts = createPostsRepository(tx.db);
+    if (!(await posts.countPost(ownerId, visibility, 1))) return undefined;
+    const post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
+    await changes.record(tx, { kind: 'created', post });
+    return post;
   });
 }
 
-// Stand-ins for the statements compiled ahead of time (see `reusable`): no real value is negative or looks like these.
-const OWNER = -1;
-const [TITLE, CONTENT, VISIBILITY, CREATED_AT] = ['<title>', '<content>', '<visibility>', '<created_at>'];
+/**
+ * Replaces a post's writable fields and moves the owner's per-visibility counters when its visibility changes.
+ * The owner's row is locked before the post's (users before posts, everywhere). Undefined when the post is gone.
+ */
+export async function replacePost(
+  store: Store,
+  changes: PostChanges,
+  current: { id: number; owner_id: number },
+  input: { title: string; content: string; visibility: Visibility },
+): Promise<PostRow | undefined> {
+  return store.transaction(async (tx) => {
+    await tx.lockRows('users', [current.owner_id]);
+    const posts = createPostsRepository(tx.db);
+    const previous = await tx.db.selectFrom('posts').selectAll().where('id', '=', current.id).executeTakeFirst();
+    if (!previous) return undefined;
+    await tx.lockRows('posts', [current.id]);
+    const post = await posts.update(current.id, { ...input, updated_at: new Date().toISOString() });
+    if (!post) return undefined;
+    if (previous.visibility !== post.visibility) {
+      await posts.countPost(post.owner_id, previous.visibility, -1);
+      await posts.countPost(post.owner_id, post.visibility, 1);
+    }
+    await changes.record(tx, { kind: 'updated', post, previous });
+    return post;
+  });
+}
 
 /**
- * Publishing is the hottest write: its two statements are built and compiled once per database (their SQL depends
- * only on the dialect), then run with new values inside each create's transaction.
+ * Deletes a post in one transaction: its owner's row and the post's are locked first (so a concurrent reply or
+ * recommend that points at it waits and then fails its foreign key instead of bumping a counter on a vanishing
+ * row), the cascade removes its replies, recommends and feed entries, and the owner's counters go down by one.
+ * False when the post is already gone.
  */
-const createStatements = perDatabase((db: Kysely<Database>) => ({
-  countPost: reusable(
-    db
-      .updateTable('users')
-      .set((eb) => ({ post_count: eb('post_count', '+', 1) }))
-      .where('id', '=', OWNER)
-      .compile(),
-    [OWNER],
-  ),
-  insertPost: reusable<PostRow>(
-    db
-      .insertInto('posts')
-      .values({
-        owner_id: OWNER,
-        title: TITLE,
-        content: CONTENT,
-        visibility: VISIBILITY as Visibility,
-        created_at: CREATED_AT,
-        updated_at: CREATED_AT,
-      })
-      .returning(POST_COLUMNS)
-      .compile(),
-    [OWNER, TITLE, CONTENT, VISIBILITY, CREATED_AT],
-  ),
-}));
-
-/**
- * Deletes a post in one transaction: the post row is locked first (so a concurrent reply or recommend that points
- * at it waits and then fails its foreign key instead of bumping a counter on a vanishing row), the cascade removes
- * its replies, recommends and feed entries, and the owner's post_count goes down by one. False when the post is
- * already gone.
- */
-export async function deletePost(db: Kysely<Database>, dialect: Dialect, id: number): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    if (!(await lockRow(trx, dialect, 'posts', id))) return false;
-    const posts = createPostsRepository(trx);
-    const ownerId = await posts.remove(id);
-    if (ownerId === undefined) return false;
-    await posts.addToPostCount(ownerId, -1);
+export async function deletePost(store: Store, changes: PostChanges, current: { id: number; owner_id: number }): Promise<boolean> {
+  return store.transaction(async (tx) => {
+    await tx.lockRows('users', [current.owner_id]);
+    if ((await tx.lockRows('posts', [current.id])).length === 0) return false;
+    const posts = createPostsRepository(tx.db);
+    const post = await posts.remove(current.id);
+    if (!post) return false;
+    await posts.countPost(post.owner_id, post.visibility, -1);
+    await changes.record(tx, { kind: 'deleted', post });
     return true;
   });
 }

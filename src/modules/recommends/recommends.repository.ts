@@ -1,26 +1,26 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
-import { USER_COLUMNS, type PublicUserRow } from '../users/users.repository.js';
 import { pageLimit } from '../../shared/pagination.js';
+import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 /** Recommend rows (post, user). Pass a transaction instead of `db` to use it inside one. */
 export function createRecommendsRepository(db: Kysely<Database>) {
-  const recommenders = (postId: number) =>
+  const recommenders = (postId: number, viewer: Viewer) =>
     db
       .selectFrom('recommends')
       .innerJoin('users', 'users.id', 'recommends.user_id')
-      .select(USER_COLUMNS)
+      .select(USER_COLUMNS).select(visiblePostCount(viewer))
       .where('recommends.post_id', '=', postId);
 
   return {
     /** The user, if they recommended the post. */
-    findRecommender(postId: number, userId: number): Promise<PublicUserRow | undefined> {
-      return recommenders(postId).where('recommends.user_id', '=', userId).executeTakeFirst();
+    findRecommender(postId: number, userId: number, viewer: Viewer): Promise<PublicUserRow | undefined> {
+      return recommenders(postId, viewer).where('recommends.user_id', '=', userId).executeTakeFirst();
     },
 
     /** The users who recommended a post in user id order, `limit + 1` rows after `after` (keyset over the primary key). */
-    listRecommenders(postId: number, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
-      let query = recommenders(postId).orderBy('recommends.user_id', 'asc').limit(pageLimit(options.limit));
+    listRecommenders(postId: number, viewer: Viewer, options: { limit: number; after?: number }): Promise<PublicUserRow[]> {
+      let query = recommenders(postId, viewer).orderBy('recommends.user_id', 'asc').limit(pageLimit(options.limit));
       if (options.after !== undefined) query = query.where('recommends.user_id', '>', options.after);
       return query.execute();
     },

@@ -4,8 +4,9 @@ import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
-import { createPostsRepository } from '../posts/posts.repository.js';
-import { problems, toUser } from '../users/users.routes.js';
+import { problems } from '../../shared/problems.js';
+import { toUser } from '../../shared/representations.js';
+import { requireVisiblePost } from '../../shared/visibility.js';
 import { UserSchema } from '../users/users.schemas.js';
 import { createRecommendsRepository } from './recommends.repository.js';
 import { CreateRecommendBodySchema, PostRecommendsParamsSchema, RecommendParamsSchema } from './recommends.schemas.js';
@@ -19,7 +20,6 @@ import { createRecommend, deleteRecommend } from './recommends.service.js';
  */
 const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const recommends = createRecommendsRepository(app.db);
-  const posts = createPostsRepository(app.db);
 
   app.get(
     '/posts/:post_id/recommends',
@@ -42,9 +42,9 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
-      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
+      await requireVisiblePost(app.db, postId, caller);
       const scope = `recommends|${postId}`;
-      const rows = await keysetPage(request, reply, scope, request.query, (page) => recommends.listRecommenders(postId, page));
+      const rows = await keysetPage(request, reply, scope, request.query, (page) => recommends.listRecommenders(postId, caller, page));
       return rows.map((r) => toUser(r, app.links));
     },
   );
@@ -76,9 +76,9 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       const userId = request.body.id;
-      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
+      await requireVisiblePost(app.db, postId, caller);
       if (userId !== caller.id) throw AppError.forbidden('A user may recommend a post only for themself');
-      const result = await createRecommend(app.db, postId, userId);
+      const result = await createRecommend(app.store, postId, userId, caller);
       if (result.outcome === 'duplicate') throw AppError.conflict('id', 'already recommends this post');
       // The post (or the caller's account) was deleted between the check and the insert.
       if (result.outcome === 'gone') throw AppError.notFound('post');
@@ -103,8 +103,8 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
-      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
-      const row = await recommends.findRecommender(postId, toId(request.params.user_id));
+      await requireVisiblePost(app.db, postId, caller);
+      const row = await recommends.findRecommender(postId, toId(request.params.user_id), caller);
       if (!row) throw AppError.notFound('recommend');
       return toUser(row, app.links);
     },
@@ -133,12 +133,12 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       const userId = toId(request.params.user_id);
-      if (!(await posts.findVisible(postId, caller))) throw AppError.badRequest('post_id', 'names no post');
+      await requireVisiblePost(app.db, postId, caller, () => AppError.badRequest('post_id', 'names no post'));
       if (!isSelfOrAdmin(caller, userId)) {
-        if (!(await recommends.findRecommender(postId, userId))) throw AppError.badRequest('user_id', 'does not recommend this post');
+        if (!(await recommends.findRecommender(postId, userId, caller))) throw AppError.badRequest('user_id', 'does not recommend this post');
         throw AppError.forbidden('Only the recommending user or an admin may withdraw a recommend');
       }
-      if (!(await deleteRecommend(app.db, postId, userId))) throw AppError.badRequest('user_id', 'does not recommend this post');
+      if (!(await deleteRecommend(app.store, postId, userId))) throw AppError.badRequest('user_id', 'does not recommend this post');
       return { deleted: 1 };
     },
   );

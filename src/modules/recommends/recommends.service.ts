@@ -1,10 +1,7 @@
-import type { Kysely } from 'kysely';
 import { constraintKind } from '../../db/errors.js';
-import { inTransaction } from '../../db/transaction.js';
-import type { Database } from '../../db/types.js';
-import type { PublicUserRow } from '../users/users.repository.js';
+import type { Store } from '../../db/store.js';
+import type { PublicUserRow, Viewer } from '../../shared/visibility.js';
 import { createRecommendsRepository } from './recommends.repository.js';
-import { nowIso } from '../../shared/clock.js';
 
 export type CreateRecommendResult =
   | { outcome: 'created'; user: PublicUserRow }
@@ -17,13 +14,13 @@ export type CreateRecommendResult =
  * it waits for the first to commit) and is reported as a duplicate, so the counter moves once.
  * `gone`: the post or the user was deleted after the caller's checks (the foreign key rejected the insert).
  */
-export async function createRecommend(db: Kysely<Database>, postId: number, userId: number): Promise<CreateRecommendResult> {
+export async function createRecommend(store: Store, postId: number, userId: number, viewer: Viewer): Promise<CreateRecommendResult> {
   try {
-    return await inTransaction(db, async (trx) => {
-      const recommends = createRecommendsRepository(trx);
-      await recommends.insert({ post_id: postId, user_id: userId, created_at: nowIso() });
+    return await store.transaction(async ({ db }) => {
+      const recommends = createRecommendsRepository(db);
+      await recommends.insert({ post_id: postId, user_id: userId, created_at: new Date().toISOString() });
       await recommends.addToRecommendCount(postId, 1);
-      const user = await recommends.findRecommender(postId, userId);
+      const user = await recommends.findRecommender(postId, userId, viewer);
       if (!user) throw new Error('a recommend just inserted is not readable in its own transaction');
       return { outcome: 'created', user };
     });
@@ -39,9 +36,9 @@ export async function createRecommend(db: Kysely<Database>, postId: number, user
  * Removes a recommend and uncounts it in one transaction. False when there was none (never there, or a concurrent
  * delete won), in which case the counter is left alone.
  */
-export async function deleteRecommend(db: Kysely<Database>, postId: number, userId: number): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    const recommends = createRecommendsRepository(trx);
+export async function deleteRecommend(store: Store, postId: number, userId: number): Promise<boolean> {
+  return store.transaction(async ({ db }) => {
+    const recommends = createRecommendsRepository(db);
     if (!(await recommends.remove(postId, userId))) return false;
     await recommends.addToRecommendCount(postId, -1);
     return true;

@@ -150,7 +150,7 @@ describe('POST /posts/{post_id}/recommends', () => {
   it('reports a post deleted between the visibility check and the insert as gone (foreign key)', async () => {
     const app = await buildTestApp();
     const w = await buildWorld(app);
-    expect(await createRecommend(app.db, 424242, w.owner.id)).toEqual({ outcome: 'gone' });
+    expect(await createRecommend(app.store, 424242, w.owner.id, undefined)).toEqual({ outcome: 'gone' });
     expect(await app.db.selectFrom('recommends').selectAll().execute()).toEqual([]);
   });
 });
@@ -166,7 +166,7 @@ describe('GET /posts/{post_id}/recommends', () => {
     expect(res.statusCode).toBe(sees ? 200 : 404);
     if (sees) {
       const expected = [w.owner, w.admin].sort((a, b) => a.id - b.id);
-      const users = await Promise.all(expected.map(async (u) => (await call(app, 'GET', `/users/${u.id}`)).json()));
+      const users = await Promise.all(expected.map(async (u) => (await call(app, 'GET', `/users/${u.id}`, { token: w.token(viewer) })).json()));
       expect(res.json()).toEqual(users);
       expect(res.headers.link).toBeUndefined();
       const again = await call(app, 'GET', `/posts/${postId}/recommends`, { token: w.token(viewer) });
@@ -247,7 +247,8 @@ describe('GET /posts/{post_id}/recommends/{user_id}', () => {
     const res = await call(app, 'GET', `/posts/${postId}/recommends/${w.owner.id}`, { token: w.token(viewer) });
     expect(res.statusCode).toBe(sees ? 200 : 404);
     if (sees) {
-      expect(res.body).toBe((await call(app, 'GET', `/users/${w.owner.id}`)).body);
+      // The same representation as GET /users/{id} for the same caller (postCount counts what they may see).
+      expect(res.body).toBe((await call(app, 'GET', `/users/${w.owner.id}`, { token: w.token(viewer) })).body);
       const again = await call(app, 'GET', `/posts/${postId}/recommends/${w.owner.id}`, { token: w.token(viewer) });
       expect(again.body).toBe(res.body);
     } else {

@@ -1,13 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { ReplyRow } from '../../db/types.js';
 import { bearer, isAdmin, optionalBearer } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
-import type { Links } from '../../shared/links.js';
 import { keysetPage } from '../../shared/pagination.js';
+import { problems } from '../../shared/problems.js';
+import { toReply } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
-import { createPostsRepository } from '../posts/posts.repository.js';
-import { problems } from '../users/users.routes.js';
+import { requireVisiblePost } from '../../shared/visibility.js';
 import { createRepliesRepository } from './replies.repository.js';
 import {
   CreateReplyBodySchema,
@@ -15,23 +14,8 @@ import {
   ReplaceReplyBodySchema,
   ReplyParamsSchema,
   ReplySchema,
-  type Reply,
 } from './replies.schemas.js';
-import { createReply, deleteReply } from './replies.service.js';
-import { nowIso } from '../../shared/clock.js';
-
-/** The one place a reply row becomes the API's representation. */
-export function toReply(row: ReplyRow, links: Links): Reply {
-  return {
-    id: row.id,
-    postId: row.post_id,
-    authorId: row.author_id,
-    content: row.content,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    links: links.reply({ id: row.id, postId: row.post_id, authorId: row.author_id }),
-  };
-}
+import { createReply, deleteReply, replaceReply } from './replies.service.js';
 
 // A token is optional on reads: it may widen what the caller sees (followers-only and private posts).
 
@@ -41,7 +25,6 @@ export function toReply(row: ReplyRow, links: Links): Reply {
  */
 const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const replies = createRepliesRepository(app.db);
-  const posts = createPostsRepository(app.db);
 
   app.get(
     '/posts/:post_id/replies',
@@ -64,7 +47,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
-      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
+      await requireVisiblePost(app.db, postId, caller);
       const rows = await keysetPage(request, reply, `replies|${postId}`, request.query, (page) => replies.listByPost(postId, page));
       return rows.map((r) => toReply(r, app.links));
     },
@@ -91,8 +74,8 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
-      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
-      const row = await createReply(app.db, { postId, authorId: caller.id, content: request.body.content });
+      await requireVisiblePost(app.db, postId, caller);
+      const row = await createReply(app.store, { postId, authorId: caller.id, content: request.body.content });
       // The post (or the caller's account) was deleted between the check and the insert.
       if (!row) throw AppError.notFound('post');
       reply.code(201).header('location', app.links.url(`/posts/${postId}/replies/${row.id}`));
@@ -116,7 +99,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
-      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
+      await requireVisiblePost(app.db, postId, caller);
       const row = await replies.findInPost(postId, toId(request.params.reply_id));
       if (!row) throw AppError.notFound('reply');
       return toReply(row, app.links);
@@ -149,11 +132,11 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const postId = toId(request.params.post_id);
       const id = toId(request.params.reply_id);
       if (request.body.id !== undefined && request.body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
-      if (!(await posts.findVisible(postId, caller))) throw AppError.notFound('post');
+      await requireVisiblePost(app.db, postId, caller);
       const current = await replies.findInPost(postId, id);
       if (!current) throw AppError.notFound('reply');
       if (current.author_id !== caller.id) throw AppError.forbidden('Only its author may replace a reply');
-      const row = await replies.update(postId, id, { content: request.body.content, updated_at: nowIso() });
+      const row = await replaceReply(app.store, postId, id, request.body.content);
       if (!row) throw AppError.notFound('reply');
       return toReply(row, app.links);
     },
@@ -183,14 +166,13 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       const id = toId(request.params.reply_id);
-      const post = await posts.findVisible(postId, caller);
-      if (!post) throw AppError.badRequest('post_id', 'names no post');
+      const post = await requireVisiblePost(app.db, postId, caller, () => AppError.badRequest('post_id', 'names no post'));
       const current = await replies.findInPost(postId, id);
       if (!current) throw AppError.badRequest('reply_id', 'names no reply of this post');
       if (current.author_id !== caller.id && post.owner_id !== caller.id && !isAdmin(caller)) {
         throw AppError.forbidden("Only the reply's author, the post's owner or an admin may delete a reply");
       }
-      if (!(await deleteReply(app.db, postId, id))) throw AppError.badRequest('reply_id', 'names no reply of this post');
+      if (!(await deleteReply(app.store, postId, id))) throw AppError.badRequest('reply_id', 'names no reply of this post');
       return { deleted: 1 };
     },
   );

@@ -1,9 +1,7 @@
-import type { Kysely } from 'kysely';
 import { isForeignKeyViolation } from '../../db/errors.js';
-import { inTransaction } from '../../db/transaction.js';
-import type { Database, ReplyRow } from '../../db/types.js';
+import type { Store } from '../../db/store.js';
+import type { ReplyRow } from '../../db/types.js';
 import { createRepliesRepository } from './replies.repository.js';
-import { nowIso } from '../../shared/clock.js';
 
 /**
  * Inserts a reply and counts it on its post in one transaction. Returns undefined when the post (or the author)
@@ -12,17 +10,17 @@ import { nowIso } from '../../shared/clock.js';
  * and the counter update; the update changes no key, so it never waits on another replier.
  */
 export async function createReply(
-  db: Kysely<Database>,
+  store: Store,
   input: { postId: number; authorId: number; content: string },
 ): Promise<ReplyRow | undefined> {
   try {
-    return await inTransaction(db, async (trx) => {
-      const replies = createRepliesRepository(trx);
+    return await store.transaction(async ({ db }) => {
+      const replies = createRepliesRepository(db);
       const row = await replies.insert({
         post_id: input.postId,
         author_id: input.authorId,
         content: input.content,
-        created_at: nowIso(),
+        created_at: new Date().toISOString(),
       });
       await replies.addToReplyCount(input.postId, 1);
       return row;
@@ -37,11 +35,16 @@ export async function createReply(
  * Deletes a reply and uncounts it in one transaction. False when there was no row to delete (never there, or a
  * concurrent delete won): the counter is then left alone, so two racing deletes decrement it once.
  */
-export async function deleteReply(db: Kysely<Database>, postId: number, id: number): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    const replies = createRepliesRepository(trx);
+export async function deleteReply(store: Store, postId: number, id: number): Promise<boolean> {
+  return store.transaction(async ({ db }) => {
+    const replies = createRepliesRepository(db);
     if (!(await replies.remove(postId, id))) return false;
     await replies.addToReplyCount(postId, -1);
     return true;
   });
+}
+
+/** Replaces a reply's content; undefined when it is gone. */
+export function replaceReply(store: Store, postId: number, id: number, content: string): Promise<ReplyRow | undefined> {
+  return store.transaction(({ db }) => createRepliesRepository(db).update(postId, id, { content, updated_at: new Date().toISOString() }));
 }

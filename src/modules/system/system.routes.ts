@@ -11,7 +11,7 @@ const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         operationId: 'getHealth',
         tags: ['system'],
-        summary: 'Health: 200 when the database answers, 503 when not',
+        summary: 'Health: 200 when the database answers and its schema is current, 503 when not',
         response: {
           200: { description: 'Healthy', ...Type.Object({ status: Type.Literal('ok'), database: Type.Literal('up') }) },
           503: { description: 'The database does not answer', content: { 'application/problem+json': { schema: ProblemSchema } } },
@@ -20,7 +20,11 @@ const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { rateLimit: false },
     },
     async () => {
-      if (!(await app.database.ping())) throw new AppError(503, 'The database does not answer');
+      if (!(await app.store.healthy())) {
+        throw new AppError(503, 'The database does not answer, or its schema is not the one this build expects', undefined, {
+          'retry-after': '5',
+        });
+      }
       return { status: 'ok' as const, database: 'up' as const };
     },
   );

@@ -1,56 +1,39 @@
-import { createHash, randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { reusable } from '../../db/compiled.js';
-import { readCompiled } from '../../db/database.js';
-import type { Database, Role } from '../../db/types.js';
+import type { Database } from '../../db/types.js';
+import type { Caller } from '../../plugins/auth.js';
 
-/** Bearer tokens are 256 random bits with a recognisable prefix (so secret scanners can spot leaked ones). */
-export function newTokenSecret(): string {
-  return `cb_${randomBytes(32).toString('base64url')}`;
-}
-
-/** Only this hash is stored: a leaked database does not leak usable tokens. */
-export function hashToken(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
-}
-
-export interface TokenOwner {
-  tokenId: number;
-  userId: number;
-  role: Role;
-  expiresAt: string;
-}
-
-/** Stands in for the hash in the lookup compiled ahead of time; a real hash is 43 base64url characters. */
-const HASH_STAND_IN = '<token hash>';
-
+/** Bearer tokens, stored only as hashes. Pass a transaction's `db` to use it inside one. */
 export function createTokensRepository(db: Kysely<Database>) {
-  // Every authenticated request runs this lookup, so it is compiled once (see `reusable`).
-  const findOwner = reusable(
-    db
-      .selectFrom('tokens')
-      .innerJoin('users', 'users.id', 'tokens.user_id')
-      .select(['tokens.id as tokenId', 'users.id as userId', 'users.role as role', 'tokens.expires_at as expiresAt'])
-      .where('tokens.token_hash', '=', HASH_STAND_IN)
-      .compile(),
-    [HASH_STAND_IN],
-  );
-
   return {
-    async insert(userId: number, tokenHash: string, now: Date, ttlSeconds: number) {
-      const expiresAt = new Date(now.getTime() + ttlSeconds * 1000).toISOString();
+    /**
+     * The caller behind a token hash: the token exists, has not expired, and was minted with the user's current
+     * password (a password change bumps `password_version`, which revokes every token minted before it).
+     */
+    async findCaller(tokenHash: string, now: string): Promise<Caller | undefined> {
       const row = await db
-        .insertInto('tokens')
-        .values({ user_id: userId, token_hash: tokenHash, created_at: now.toISOString(), expires_at: expiresAt })
-        .returning(['id', 'user_id', 'expires_at'])
-        .executeTakeFirstOrThrow();
+        .selectFrom('tokens')
+        .innerJoin('users', (join) =>
+          join.onRef('users.id', '=', 'tokens.user_id').onRef('users.password_version', '=', 'tokens.password_version'),
+        )
+        .select(['tokens.id as tokenId', 'users.id as id', 'users.role as role'])
+        .where('tokens.token_hash', '=', tokenHash)
+        .where('tokens.expires_at', '>', now)
+        .executeTakeFirst();
       return row;
     },
 
-    /** The token and its user, if the token exists (expiry is checked by the caller against its clock). */
-    async findOwnerByHash(tokenHash: string): Promise<TokenOwner | undefined> {
-      const [row] = await readCompiled(db, findOwner([tokenHash]));
-      return row;
+    insert(values: { userId: number; tokenHash: string; passwordVersion: number; createdAt: string; expiresAt: string }) {
+      return db
+        .insertInto('tokens')
+        .values({
+          user_id: values.userId,
+          token_hash: values.tokenHash,
+          password_version: values.passwordVersion,
+          created_at: values.createdAt,
+          expires_at: values.expiresAt,
+        })
+        .returning(['id', 'user_id', 'expires_at'])
+        .executeTakeFirstOrThrow();
     },
 
     findById(id: number) {
@@ -59,17 +42,18 @@ export function createTokensRepository(db: Kysely<Database>) {
 
     async remove(id: number): Promise<boolean> {
       const result = await db.deleteFrom('tokens').where('id', '=', id).executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      return result.numDeletedRows > 0n;
     },
 
-    /** Revokes every token of a user except one (after a password change the current session stays signed in). */
-    async removeAllOfUserExcept(userId: number, keepTokenId: number) {
-      await db.deleteFrom('tokens').where('user_id', '=', userId).where('id', '<>', keepTokenId).execute();
+    /** After a password change: the caller's own token carries the new version; every other token goes. */
+    async keepOnly(userId: number, tokenId: number, passwordVersion: number): Promise<void> {
+      await db.updateTable('tokens').set({ password_version: passwordVersion }).where('id', '=', tokenId).execute();
+      await db.deleteFrom('tokens').where('user_id', '=', userId).where('id', '<>', tokenId).execute();
     },
 
     /** Expired tokens are useless; dropping them keeps the table small. */
-    async removeExpired(now: Date) {
-      await db.deleteFrom('tokens').where('expires_at', '<=', now.toISOString()).execute();
+    async removeExpired(now: string): Promise<void> {
+      await db.deleteFrom('tokens').where('expires_at', '<=', now).execute();
     },
   };
 }

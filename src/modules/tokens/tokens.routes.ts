@@ -4,9 +4,10 @@ import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
 import { dummyHash, verifyPassword } from '../../shared/passwords.js';
 import { DeletedSchema, toId } from '../../shared/schemas.js';
+import { problems } from '../../shared/problems.js';
 import { createUsersRepository } from '../users/users.repository.js';
-import { problems } from '../users/users.routes.js';
-import { createTokensRepository, hashToken, newTokenSecret } from './tokens.repository.js';
+import { createTokensRepository } from './tokens.repository.js';
+import { mintToken } from './tokens.service.js';
 import { CreateTokenBodySchema, TokenParamsSchema, TokenSchema } from './tokens.schemas.js';
 
 const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -37,13 +38,10 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const user = await users.findCredentialsByUsername(username);
       const ok = await verifyPassword(password, user?.password_hash ?? (await (decoy ??= dummyHash(passwordHashMemoryKib))));
       if (!user || !ok) throw AppError.unauthorized('The username or password is incorrect');
-      const now = new Date();
-      const secret = newTokenSecret();
-      const row = await tokens.insert(user.id, hashToken(secret), now, tokenTtlSeconds);
-      // Expired tokens are dead weight; sweeping on sign-in keeps the table bounded without a timer.
-      await tokens.removeExpired(now);
-      reply.code(201).header('location', app.links.url(`/tokens/${row.id}`));
-      return { id: row.id, token: secret, expiresAt: row.expires_at, userId: row.user_id };
+      const token = await mintToken(app.store, user, tokenTtlSeconds);
+      if (!token) throw AppError.unauthorized('The password was changed while signing in');
+      reply.code(201).header('location', app.links.url(`/tokens/${token.id}`));
+      return token;
     },
   );
 
@@ -70,7 +68,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const token = await tokens.findById(toId(request.params.token_id));
       if (!token) throw AppError.badRequest('token_id', 'names no token');
       if (token.user_id !== caller.id && caller.role !== 'admin') throw AppError.forbidden('Only its owner or an admin may revoke a token');
-      await tokens.remove(token.id);
+      await app.store.transaction(({ db }) => createTokensRepository(db).remove(token.id));
       return { deleted: 1 };
     },
   );

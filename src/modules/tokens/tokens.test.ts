@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
+import { PUBLIC_URL, buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
 import { createAdmin, signUp } from '../../../test/helpers/factories.js';
-import { hashToken } from './tokens.repository.js';
+import { hashToken } from '../../shared/tokens.js';
 
 const replaceSelf = (u: { username: string }) => ({ username: u.username, displayName: 'x', bio: '' });
 
@@ -54,7 +54,7 @@ describe('POST /tokens', () => {
   it('rejects an expired token with 401 invalid_token', async () => {
     const app = await buildTestApp();
     const a = await signUp(app);
-    await app.db.updateTable('tokens').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).execute();
+    await write(app, (db) => db.updateTable('tokens').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).execute());
     const res = await call(app, 'PUT', `/users/${a.id}`, { token: a.token, body: replaceSelf(a) });
     expect(res.statusCode).toBe(401);
     expect(res.headers['www-authenticate']).toContain('error="invalid_token"');
@@ -63,7 +63,7 @@ describe('POST /tokens', () => {
   it('sweeps expired tokens when a new one is issued', async () => {
     const app = await buildTestApp();
     const a = await signUp(app);
-    await app.db.updateTable('tokens').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).execute();
+    await write(app, (db) => db.updateTable('tokens').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).execute());
     await call(app, 'POST', '/tokens', { body: { username: a.username, password: a.password } });
     expect((await app.db.selectFrom('tokens').selectAll().execute()).length).toBe(1);
   });

@@ -1,75 +1,76 @@
-import type { Kysely } from 'kysely';
-import type { Database, NewUserRow, UserRow } from '../../db/types.js';
+import { sql, type Kysely } from 'kysely';
+import type { Database, NewUserRow, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-
-/** Every column but the password hash: what reads return, so the hash never travels further than it must. */
-export const USER_COLUMNS = [
-  'users.id',
-  'users.username',
-  'users.display_name',
-  'users.bio',
-  'users.role',
-  'users.follower_count',
-  'users.following_count',
-  'users.post_count',
-  'users.created_at',
-  'users.updated_at',
-] as const;
-export type PublicUserRow = Omit<UserRow, 'password_hash' | 'username_key'>;
+import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 export const usernameKey = (username: string) => username.toLowerCase();
 
+/**
+ * User rows. Reads answer `PublicUserRow` (no password hash; `post_count` as the viewer may see it). Pass a
+ * transaction's `db` to use it inside one.
+ */
 export function createUsersRepository(db: Kysely<Database>) {
   return {
-    findById(id: number): Promise<PublicUserRow | undefined> {
-      return db.selectFrom('users').select(USER_COLUMNS).where('id', '=', id).executeTakeFirst();
+    findById(id: number, viewer: Viewer): Promise<PublicUserRow | undefined> {
+      return db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', id).executeTakeFirst();
+    },
+
+    exists(id: number): Promise<boolean> {
+      return db.selectFrom('users').select('id').where('id', '=', id).executeTakeFirst().then((row) => row !== undefined);
     },
 
     findCredentialsByUsername(username: string) {
       return db
         .selectFrom('users')
-        .select(['id', 'role', 'password_hash'])
+        .select(['id', 'role', 'password_hash', 'password_version'])
         .where('username_key', '=', usernameKey(username))
         .executeTakeFirst();
     },
 
     findPasswordHash(id: number) {
-      return db.selectFrom('users').select('password_hash').where('id', '=', id).executeTakeFirst();
+      return db.selectFrom('users').select(['password_hash', 'password_version']).where('id', '=', id).executeTakeFirst();
     },
 
     /** Users in id order, `limit + 1` rows after `after` (keyset). */
-    list(options: { limit: number; after?: number; username?: string }): Promise<PublicUserRow[]> {
-      let query = db.selectFrom('users').select(USER_COLUMNS).orderBy('id', 'asc').limit(pageLimit(options.limit));
-      if (options.after !== undefined) query = query.where('id', '>', options.after);
+    list(viewer: Viewer, options: { limit: number; after?: number; username?: string }): Promise<PublicUserRow[]> {
+      let query = db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).orderBy('users.id', 'asc').limit(pageLimit(options.limit));
+      if (options.after !== undefined) query = query.where('users.id', '>', options.after);
       if (options.username !== undefined) query = query.where('username_key', '=', usernameKey(options.username));
       return query.execute();
     },
 
-    insert(values: Omit<NewUserRow, 'username_key'>): Promise<PublicUserRow> {
-      return db
+    /** Throws the driver's unique violation when the username is taken in any letter case. */
+    async insert(values: Omit<NewUserRow, 'username_key'>): Promise<number> {
+      const row = await db
         .insertInto('users')
         .values({ ...values, username_key: usernameKey(values.username) })
-        .returning(USER_COLUMNS)
+        .returning('id')
         .executeTakeFirstOrThrow();
+      return row.id;
     },
 
-    update(
-      id: number,
-      values: { username: string; display_name: string; bio: string; role?: UserRow['role']; updated_at: string },
-    ): Promise<PublicUserRow | undefined> {
-      return db
+    /** False when the user no longer exists. Throws the unique violation on a username clash. */
+    async update(id: number, values: { username: string; display_name: string; bio: string; role?: Role; updated_at: string }): Promise<boolean> {
+      const result = await db
         .updateTable('users')
         .set({ ...values, username_key: usernameKey(values.username) })
         .where('id', '=', id)
-        .returning(USER_COLUMNS)
         .executeTakeFirst();
+      return result.numUpdatedRows > 0n;
     },
 
-    async setPassword(id: number, passwordHash: string, now: string) {
-      await db.updateTable('users').set({ password_hash: passwordHash, updated_at: now }).where('id', '=', id).execute();
+    /** Sets a new password hash and bumps the password version; answers the new version. */
+    async setPassword(id: number, passwordHash: string, now: string): Promise<number | undefined> {
+      const row = await db
+        .updateTable('users')
+        .set({ password_hash: passwordHash, password_version: sql`password_version + 1`, updated_at: now })
+        .where('id', '=', id)
+        .returning('password_version')
+        .executeTakeFirst();
+      return row?.password_version;
     },
 
-    async setRole(id: number, role: UserRow['role'], now: string) {
+    async setRole(id: number, role: Role, now: string): Promise<void> {
       await db.updateTable('users').set({ role, updated_at: now }).where('id', '=', id).execute();
     },
   };

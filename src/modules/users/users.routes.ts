@@ -1,14 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
-import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
-import type { Links } from '../../shared/links.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
-import { DeletedSchema, PAGE_HEADERS, ProblemSchema, toId } from '../../shared/schemas.js';
-import { createTokensRepository } from '../tokens/tokens.repository.js';
-import { createUsersRepository, type PublicUserRow } from './users.repository.js';
+import { problems } from '../../shared/problems.js';
+import { toUser } from '../../shared/representations.js';
+import { DeletedSchema, PAGE_HEADERS, toId } from '../../shared/schemas.js';
+import { createUsersRepository } from './users.repository.js';
 import {
   ChangePasswordBodySchema,
   CreateUserBodySchema,
@@ -16,40 +15,11 @@ import {
   ReplaceUserBodySchema,
   UserParamsSchema,
   UserSchema,
-  type User,
 } from './users.schemas.js';
-import { createUser, deleteAllUsers, deleteUser } from './users.service.js';
-import { nowIso } from '../../shared/clock.js';
-
-/** The one place a user row becomes the API's representation. */
-export function toUser(row: PublicUserRow, links: Links): User {
-  return {
-    id: row.id,
-    username: row.username,
-    displayName: row.display_name,
-    bio: row.bio,
-    role: row.role,
-    followerCount: row.follower_count,
-    followingCount: row.following_count,
-    postCount: row.post_count,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    links: links.user(row.id),
-  };
-}
-
-const problem = (description: string) => ({ description, content: { 'application/problem+json': { schema: ProblemSchema } } });
-export const problems = {
-  401: problem('No valid bearer token (see WWW-Authenticate)'),
-  403: problem('The caller may not do this'),
-  404: (what: string) => problem(`No such ${what}`),
-  409: (what: string) => problem(what),
-  400: (what: string) => problem(what),
-};
+import { changePassword, createUser, deleteAllUsers, deleteUser, replaceUser } from './users.service.js';
 
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
-  const tokens = createTokensRepository(app.db);
   const { passwordHashMemoryKib, rateLimit } = app.config;
 
   app.post(
@@ -69,8 +39,11 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { rateLimit: { max: rateLimit.authMax } },
     },
     async (request, reply) => {
-      const row = await createUser(app.db, request.body, passwordHashMemoryKib);
-      reply.code(201).header('location', app.links.url(`/users/${row.id}`));
+      const id = await createUser(app.store, request.body, passwordHashMemoryKib);
+      // Read back as the public sees it: a new user has no posts, hidden or not.
+      const row = await users.findById(id, undefined);
+      if (!row) throw AppError.notFound('user');
+      reply.code(201).header('location', app.links.url(`/users/${id}`));
       return toUser(row, app.links);
     },
   );
@@ -89,9 +62,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
+      const caller = await app.auth.optional(request);
       const { username } = request.query;
       const scope = `users|${username?.toLowerCase() ?? ''}`;
-      const rows = await keysetPage(request, reply, scope, request.query, (page) => users.list({ ...page, username }));
+      const rows = await keysetPage(request, reply, scope, request.query, (page) => users.list(caller, { ...page, username }));
       return rows.map((r) => toUser(r, app.links));
     },
   );
@@ -111,7 +85,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const caller = await app.auth.required(request);
       if (caller.role !== 'admin') throw AppError.forbidden('Only an admin may remove all users');
-      return { deleted: await deleteAllUsers(app.db) };
+      return { deleted: await deleteAllUsers(app.store) };
     },
   );
 
@@ -128,7 +102,8 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      const row = await users.findById(toId(request.params.user_id));
+      const caller = await app.auth.optional(request);
+      const row = await users.findById(toId(request.params.user_id), caller);
       if (!row) throw AppError.notFound('user');
       return toUser(row, app.links);
     },
@@ -161,26 +136,16 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const id = toId(request.params.user_id);
       const { body } = request;
       if (body.id !== undefined && body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
-      const current = await users.findById(id);
+      const current = await users.findById(id, caller);
       if (!current) throw AppError.notFound('user');
       if (!isSelfOrAdmin(caller, id)) throw AppError.forbidden('Only the user or an admin may replace this user');
       if (body.role !== undefined && body.role !== current.role && caller.role !== 'admin') {
         throw AppError.forbidden('Only an admin may change a role');
       }
-      try {
-        const row = await users.update(id, {
-          username: body.username,
-          display_name: body.displayName,
-          bio: body.bio,
-          ...(body.role !== undefined ? { role: body.role } : {}),
-          updated_at: nowIso(),
-        });
-        if (!row) throw AppError.notFound('user');
-        return toUser(row, app.links);
-      } catch (error) {
-        if (isUniqueViolation(error)) throw AppError.conflict('username', 'is already taken');
-        throw error;
-      }
+      if (!(await replaceUser(app.store, id, body))) throw AppError.notFound('user');
+      const row = await users.findById(id, caller);
+      if (!row) throw AppError.notFound('user');
+      return toUser(row, app.links);
     },
   );
 
@@ -213,9 +178,9 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!(await verifyPassword(request.body.currentPassword, stored.password_hash))) {
         throw new AppError(403, 'currentPassword is incorrect', [{ field: 'currentPassword', message: 'is incorrect' }]);
       }
-      await users.setPassword(id, await hashPassword(request.body.newPassword, passwordHashMemoryKib), nowIso());
-      await tokens.removeAllOfUserExcept(id, caller.tokenId);
-      const row = await users.findById(id);
+      const hash = await hashPassword(request.body.newPassword, passwordHashMemoryKib);
+      if (!(await changePassword(app.store, id, caller.tokenId, hash))) throw AppError.notFound('user');
+      const row = await users.findById(id, caller);
       if (!row) throw AppError.notFound('user');
       return toUser(row, app.links);
     },
@@ -245,10 +210,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.user_id);
       if (!isSelfOrAdmin(caller, id)) {
-        if (!(await users.findById(id))) throw AppError.badRequest('user_id', 'names no user');
+        if (!(await users.exists(id))) throw AppError.badRequest('user_id', 'names no user');
         throw AppError.forbidden('Only the user or an admin may delete this user');
       }
-      if (!(await deleteUser(app.db, app.dialect, id))) throw AppError.badRequest('user_id', 'names no user');
+      if (!(await deleteUser(app.store, id))) throw AppError.badRequest('user_id', 'names no user');
       return { deleted: 1 };
     },
   );

@@ -1,31 +1,53 @@
-import type { Kysely } from 'kysely';
-import type { Dialect } from '../../db/database.js';
-import type { Database, Role } from '../../db/types.js';
-import { inTransaction, lockRow } from '../../db/transaction.js';
+import type { Store } from '../../db/store.js';
+import type { Role } from '../../db/types.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
-import { createUsersRepository, type PublicUserRow } from './users.repository.js';
-import { nowIso } from '../../shared/clock.js';
+import { createTokensRepository } from '../tokens/tokens.repository.js';
+import { createUsersRepository } from './users.repository.js';
 
-/** Creates a user; a username taken in any letter case is a 409 naming `username`. */
+/** Creates a user and answers its id; a username taken in any letter case is a 409 naming `username`. */
 export async function createUser(
-  db: Kysely<Database>,
+  store: Store,
   input: { username: string; password: string; displayName?: string; bio?: string; role?: Role },
   passwordHashMemoryKib: number,
-): Promise<PublicUserRow> {
-  const now = nowIso();
+): Promise<number> {
+  const now = new Date().toISOString();
   const passwordHash = await hashPassword(input.password, passwordHashMemoryKib);
   try {
-    return await createUsersRepository(db).insert({
-      username: input.username,
-      display_name: input.displayName ?? '',
-      bio: input.bio ?? '',
-      role: input.role ?? 'member',
-      password_hash: passwordHash,
-      created_at: now,
-      updated_at: now,
-    });
+    return await store.transaction(({ db }) =>
+      createUsersRepository(db).insert({
+        username: input.username,
+        display_name: input.displayName ?? '',
+        bio: input.bio ?? '',
+        role: input.role ?? 'member',
+        password_hash: passwordHash,
+        created_at: now,
+        updated_at: now,
+      }),
+    );
+  } catch (error) {
+    if (isUniqueViolation(error)) throw AppError.conflict('username', 'is already taken');
+    throw error;
+  }
+}
+
+/** Replaces the writable fields; false when the user is gone. A username clash is a 409 naming `username`. */
+export async function replaceUser(
+  store: Store,
+  id: number,
+  values: { username: string; displayName: string; bio: string; role?: Role },
+): Promise<boolean> {
+  try {
+    return await store.transaction(({ db }) =>
+      createUsersRepository(db).update(id, {
+        username: values.username,
+        display_name: values.displayName,
+        bio: values.bio,
+        ...(values.role !== undefined ? { role: values.role } : {}),
+        updated_at: new Date().toISOString(),
+      }),
+    );
   } catch (error) {
     if (isUniqueViolation(error)) throw AppError.conflict('username', 'is already taken');
     throw error;
@@ -33,56 +55,88 @@ export async function createUser(
 }
 
 /**
+ * Sets a new password and revokes every other token of the user in one transaction: the version bump makes every
+ * token minted with the old password invalid (also one a concurrent sign-in is minting right now); the caller's
+ * own token moves to the new version so this session stays signed in.
+ */
+export async function changePassword(store: Store, id: number, keepTokenId: number, passwordHash: string): Promise<boolean> {
+  return store.transaction(async ({ db }) => {
+    const version = await createUsersRepository(db).setPassword(id, passwordHash, new Date().toISOString());
+    if (version === undefined) return false;
+    await createTokensRepository(db).keepOnly(id, keepTokenId, version);
+    return true;
+  });
+}
+
+/**
  * Deletes a user and everything that is theirs in one transaction. The foreign keys cascade the rows (tokens,
  * follows both ways, posts with their replies and recommends, their replies and recommends elsewhere, boards,
  * feed entries); the counters that other users and other posts keep are corrected here, before the cascade.
- * The user's row is locked first, so a concurrent follow, reply or recommend that points at them waits and then
- * fails its foreign key instead of leaving a counter off by one.
+ *
+ * Every row whose counter moves is locked first, users before posts and each in ascending id (`lockRows`): users
+ * who follow each other and delete their accounts at the same moment then queue behind one another instead of
+ * deadlocking. A concurrent follow, reply or recommend that points at the user waits and then fails its foreign key.
  */
-export async function deleteUser(db: Kysely<Database>, dialect: Dialect, id: number): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    if (!(await lockRow(trx, dialect, 'users', id))) return false;
-    await trx
+export async function deleteUser(store: Store, id: number): Promise<boolean> {
+  return store.transaction(async (tx) => {
+    const { db } = tx;
+    const relations = await db
+      .selectFrom('follows')
+      .select(['follower_id', 'followee_id'])
+      .where((eb) => eb.or([eb('follower_id', '=', id), eb('followee_id', '=', id)]))
+      .execute();
+    const users = new Set([id, ...relations.map((r) => (r.follower_id === id ? r.followee_id : r.follower_id))]);
+    if (!(await tx.lockRows('users', [...users])).includes(id)) return false;
+    const touchedPosts = await db
+      .selectFrom('posts')
+      .select('posts.id')
+      .where('posts.owner_id', '<>', id)
+      .where((eb) =>
+        eb.or([
+          eb('posts.id', 'in', eb.selectFrom('replies').select('post_id').where('author_id', '=', id)),
+          eb('posts.id', 'in', eb.selectFrom('recommends').select('post_id').where('user_id', '=', id)),
+        ]),
+      )
+      .execute();
+    await tx.lockRows('posts', touchedPosts.map((p) => p.id));
+
+    await db
       .updateTable('users')
       .set((eb) => ({ follower_count: eb('follower_count', '-', 1) }))
-      .where('id', 'in', trx.selectFrom('follows').select('followee_id').where('follower_id', '=', id))
+      .where('id', 'in', db.selectFrom('follows').select('followee_id').where('follower_id', '=', id))
       .execute();
-    await trx
+    await db
       .updateTable('users')
       .set((eb) => ({ following_count: eb('following_count', '-', 1) }))
-      .where('id', 'in', trx.selectFrom('follows').select('follower_id').where('followee_id', '=', id))
+      .where('id', 'in', db.selectFrom('follows').select('follower_id').where('followee_id', '=', id))
       .execute();
-    await trx
+    await db
       .updateTable('posts')
       .set((eb) => ({
         reply_count: eb(
           'reply_count',
           '-',
-          eb
-            .selectFrom('replies')
-            .select(eb.fn.countAll<number>().as('n'))
-            .whereRef('replies.post_id', '=', 'posts.id')
-            .where('replies.author_id', '=', id),
+          eb.selectFrom('replies').select(eb.fn.countAll<number>().as('n')).whereRef('replies.post_id', '=', 'posts.id').where('replies.author_id', '=', id),
         ),
       }))
       .where('owner_id', '<>', id)
-      .where('id', 'in', trx.selectFrom('replies').select('post_id').where('author_id', '=', id))
+      .where('id', 'in', db.selectFrom('replies').select('post_id').where('author_id', '=', id))
       .execute();
-    await trx
+    await db
       .updateTable('posts')
       .set((eb) => ({ recommend_count: eb('recommend_count', '-', 1) }))
       .where('owner_id', '<>', id)
-      .where('id', 'in', trx.selectFrom('recommends').select('post_id').where('user_id', '=', id))
+      .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', id))
       .execute();
-    await trx.deleteFrom('users').where('id', '=', id).execute();
+    await db.deleteFrom('users').where('id', '=', id).execute();
     return true;
   });
 }
 
 /** Removes every user and, through the cascades, everything that is theirs. No counter survives to correct. */
-export async function deleteAllUsers(db: Kysely<Database>): Promise<number> {
-  return inTransaction(db, async (trx) => {
-    const result = await trx.deleteFrom('users').executeTakeFirst();
+export async function deleteAllUsers(store: Store): Promise<number> {
+  return store.transaction(async ({ db }) => {
+    const result = await db.deleteFrom('users').executeTakeFirst();
     return Number(result.numDeletedRows);
   });
 }
@@ -92,21 +146,20 @@ export async function deleteAllUsers(db: Kysely<Database>): Promise<number> {
  * ADMIN_USERNAME/ADMIN_PASSWORD bootstrap at start-up and by `corkboard create-admin`.
  */
 export async function ensureAdmin(
-  db: Kysely<Database>,
+  store: Store,
   username: string,
   password: string | undefined,
   passwordHashMemoryKib: number,
 ): Promise<'created' | 'promoted' | 'unchanged'> {
-  const users = createUsersRepository(db);
-  const existing = await users.findCredentialsByUsername(username);
+  const existing = await createUsersRepository(store.db).findCredentialsByUsername(username);
   if (existing) {
     if (existing.role === 'admin') return 'unchanged';
-    await users.setRole(existing.id, 'admin', nowIso());
+    await store.transaction(({ db }) => createUsersRepository(db).setRole(existing.id, 'admin', new Date().toISOString()));
     return 'promoted';
   }
   if (password === undefined) throw new Error(`user "${username}" does not exist; a password is needed to create it`);
   try {
-    await createUser(db, { username, password, role: 'admin' }, passwordHashMemoryKib);
+    await createUser(store, { username, password, role: 'admin' }, passwordHashMemoryKib);
     return 'created';
   } catch (error) {
     // Two processes bootstrapping at once: the other one created it.

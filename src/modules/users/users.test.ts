@@ -416,16 +416,17 @@ describe('protocol-level methods', () => {
     expect(plain.headers['access-control-expose-headers']).toBeUndefined();
   });
 
-  it('answers 500 with a generic body and a request id when the database fails', async () => {
+  it('answers 503 with Retry-After, a generic body and a request id when the database is gone', async () => {
     const app = await buildTestApp();
-    await app.database.destroy();
+    await app.store.close();
     const res = await call(app, 'GET', '/users/1', { headers: { 'x-request-id': 'trace-me-1' } });
-    expect(res.statusCode).toBe(500);
+    expect(res.statusCode).toBe(503);
+    expect(res.headers['retry-after']).toBe('1');
     expect(res.json()).toEqual({
       type: 'about:blank',
-      title: 'Internal Server Error',
-      status: 500,
-      detail: 'An unexpected error occurred',
+      title: 'Service Unavailable',
+      status: 503,
+      detail: 'The database is unavailable; retry later',
       instance: '/users/1',
       requestId: 'trace-me-1',
     });

@@ -1,0 +1,143 @@
+import pg from 'pg';
+import { Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from 'kysely';
+import { isSchemaCurrent, migrateToLatest } from './migrate.js';
+import { runHooks, type Store, type StoreOptions, type Tx, type Work } from './store.js';
+import type { Database } from './types.js';
+
+// pg returns int8 (ids, COUNT(*)) as strings and timestamptz as Date. Ids are assigned sequentially and stay far
+// below 2^53, so a JS number is exact; timestamps go out as the same ISO 8601 text that SQLite stores. Set per
+// pool, not globally, so that other pg users in the process are untouched.
+const PG_INT8 = 20;
+const PG_TIMESTAMPTZ = 1184;
+const parseTimestamp = pg.types.getTypeParser(PG_TIMESTAMPTZ) as (text: string) => Date;
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === PG_INT8) return (text: string) => Number(text);
+    if (oid === PG_TIMESTAMPTZ) return (text: string) => parseTimestamp(text).toISOString();
+    return pg.types.getTypeParser(oid, format);
+  },
+} as pg.CustomTypesConfig;
+
+/** PostgreSQL aborts one of two transactions that wait on each other, or that cannot be serialised: retry it. */
+const RETRYABLE = new Set(['40P01', '40001']);
+const MAX_ATTEMPTS = 5;
+
+/** Distinct SQL texts prepared per connection at most; texts beyond run unnamed, so none piles up without bound. */
+const MAX_NAMED_STATEMENTS = 500;
+
+/**
+ * PostgreSQL through a pool of `poolMax` connections. Transactions run concurrently; one aborted to break a
+ * deadlock is run again (units of work are written to allow it, see `Work`).
+ */
+export function createPgStore(url: string, options: StoreOptions = {}): Store {
+  const timeoutMs = options.statementTimeoutMs ?? 5000;
+  const preparedStatements = options.preparedStatements ?? true;
+  const onHookError = options.onHookError ?? (() => {});
+
+  const pool = newPool(url, options, { max: options.poolMax ?? 10, connectionTimeoutMillis: timeoutMs });
+  // An idle client that loses its connection emits 'error' on the pool; without a listener that kills the process.
+  pool.on('error', () => {});
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: preparedStatements ? withNamedStatements(pool) : pool }),
+  });
+
+  return {
+    dialect: 'postgres',
+    db,
+
+    async transaction<T>(work: Work<T>): Promise<T> {
+      for (let attempt = 1; ; attempt++) {
+        const hooks: (() => void)[] = [];
+        try {
+          const value = await db.transaction().execute((trx) => work(pgTx(trx, hooks)));
+          runHooks(hooks, onHookError);
+          return value;
+        } catch (error) {
+          const code = (error as { code?: string } | null)?.code;
+          if (attempt >= MAX_ATTEMPTS || !code || !RETRYABLE.has(code)) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 5 * attempt * Math.random()));
+        }
+      }
+    },
+
+    async migrate() {
+      // Over the session connection: a transaction pooler cannot carry the migrator's lock.
+      const direct = newPool(options.directUrl ?? url, options, { max: 1, connectionTimeoutMillis: timeoutMs });
+      const migrationDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: direct }) });
+      try {
+        return await migrateToLatest(migrationDb);
+      } finally {
+        await migrationDb.destroy();
+      }
+    },
+
+    healthy: () => isSchemaCurrent(db),
+
+    close: () => db.destroy(),
+  };
+}
+
+function newPool(url: string, options: StoreOptions, extra: { max: number; connectionTimeoutMillis: number }): pg.Pool {
+  const timeoutMs = options.statementTimeoutMs ?? 5000;
+  // Startup options: UTC, so timestamps read back as SQLite stores them; a statement (or its wait for a lock) is
+  // cancelled after the timeout. A transaction pooler (PG_PREPARED_STATEMENTS=off) rejects startup options: there
+  // the role's settings apply (see the README).
+  const settings = [`-c TimeZone=UTC`, `-c statement_timeout=${timeoutMs}`];
+  if (options.pgSchema) settings.push(`-c search_path=${options.pgSchema}`);
+  const behindPooler = options.preparedStatements === false;
+  return new pg.Pool({
+    connectionString: url,
+    types,
+    ...extra,
+    ...(behindPooler ? {} : { options: settings.join(' ') }),
+  });
+}
+
+function pgTx(trx: Kysely<Database>, hooks: (() => void)[]): Tx {
+  return {
+    db: trx,
+    dialect: 'postgres',
+    afterCommit: (hook) => void hooks.push(hook),
+    async lockRows(table, ids) {
+      if (ids.length === 0) return [];
+      const rows = await trx.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id').forUpdate().execute();
+      return rows.map((r) => r.id);
+    },
+    async tryExclusive(key) {
+      const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(${key}) as locked`.execute(trx);
+      return rows[0]?.locked === true;
+    },
+  };
+}
+
+/**
+ * Kysely sends every query unnamed, so PostgreSQL parses and plans it again on each execution. Naming each distinct
+ * SQL text makes node-postgres prepare it once per connection and then only bind and execute it. Not behind a
+ * transaction pooler, which may hand the next statement to a connection that never saw the name.
+ */
+function withNamedStatements(pool: pg.Pool): PostgresPool {
+  const names = new Map<string, string>();
+  const nameOf = (text: string): string | undefined => {
+    let name = names.get(text);
+    if (name === undefined && names.size < MAX_NAMED_STATEMENTS) {
+      name = `corkboard_${names.size}`;
+      names.set(text, name);
+    }
+    return name;
+  };
+  return {
+    async connect(): Promise<PostgresPoolClient> {
+      const client = await pool.connect();
+      return {
+        async query<R>(text: unknown, values: ReadonlyArray<unknown> = []): Promise<PostgresQueryResult<R>> {
+          // Kysely passes a cursor object only for streaming, which corkboard does not use.
+          if (typeof text !== 'string') throw new Error('query streams are not supported');
+          const result = await client.query<pg.QueryResultRow & R>({ name: nameOf(text), text, values: [...values] });
+          return { command: result.command as PostgresQueryResult<R>['command'], rowCount: result.rowCount ?? 0, rows: result.rows };
+        },
+        release: () => client.release(),
+      } as PostgresPoolClient;
+    },
+    end: () => pool.end(),
+  };
+}

@@ -1,0 +1,80 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './types.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** The tables whose rows a transaction may lock (see `Tx.lockRows`). */
+export type LockableTable = 'users' | 'posts' | 'replies' | 'boards';
+
+/** What a unit of work gets inside a transaction. */
+export interface Tx {
+  /** Queries inside the transaction (pass it to a repository). */
+  readonly db: Kysely<Database>;
+  readonly dialect: Dialect;
+  /**
+   * Runs `hook` once the transaction has committed: fan-out scheduling, stream events, anything that must not
+   * happen for a write that rolls back. Hooks of an attempt that rolled back (or was retried) never run. A hook
+   * that throws is logged; the commit stands.
+   */
+  afterCommit(hook: () => void): void;
+  /**
+   * Locks these rows until the end of the transaction, in ascending id order (PostgreSQL `FOR UPDATE`; SQLite's
+   * single writer already holds everything), and answers the ids that exist. Every multi-row lock in the service
+   * goes through here, so two transactions always take row locks in one global order and cannot deadlock.
+   */
+  lockRows(table: LockableTable, ids: readonly number[]): Promise<number[]>;
+  /**
+   * Takes a transaction-scoped exclusive lock named by `key` if no other transaction holds it (PostgreSQL advisory
+   * lock; always granted on SQLite, where one process owns the file's writes). False: someone else has it.
+   */
+  tryExclusive(key: number): Promise<boolean>;
+}
+
+/**
+ * A unit of work. It may run more than once (PostgreSQL retries a transaction it aborted to break a deadlock or a
+ * serialization conflict), so it changes nothing outside the database except through `tx.afterCommit`.
+ */
+export type Work<T> = (tx: Tx) => Promise<T>;
+
+/**
+ * The database, one object per dialect (sqlite-store.ts, pg-store.ts). Reads outside a transaction use `db`;
+ * every write goes through `transaction` (on SQLite `db` is a read-only connection, so a stray write fails loudly).
+ */
+export interface Store {
+  readonly dialect: Dialect;
+  /** Reads outside a transaction. */
+  readonly db: Kysely<Database>;
+  /** Runs `work` in a transaction and answers what it answered, once committed; then runs its after-commit hooks. */
+  transaction<T>(work: Work<T>): Promise<T>;
+  /** Brings the schema up to date over a connection of its own (PostgreSQL: DATABASE_DIRECT_URL). */
+  migrate(): Promise<string[]>;
+  /** True when the database answers and its schema is the one this build expects (for /health). */
+  healthy(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  /** PostgreSQL connections per process. */
+  poolMax?: number;
+  /** PostgreSQL schema to use instead of `public` (tests isolate themselves this way). */
+  pgSchema?: string;
+  /** PostgreSQL: name statements so each is parsed once per connection; off behind a transaction pooler. */
+  preparedStatements?: boolean;
+  /** PostgreSQL: the session connection for migrations (and LISTEN); default: the main URL. */
+  directUrl?: string;
+  /** Longest a statement may run or wait for a lock before it is cancelled (a 503 for the client). */
+  statementTimeoutMs?: number;
+  /** Where failures of after-commit hooks are reported. */
+  onHookError?: (error: unknown) => void;
+}
+
+/** Runs after-commit hooks in order; one that throws does not stop the others. */
+export function runHooks(hooks: readonly (() => void)[], onError: (error: unknown) => void): void {
+  for (const hook of hooks) {
+    try {
+      hook();
+    } catch (error) {
+      onError(error);
+    }
+  }
+}
