@@ -17,13 +17,30 @@ export default defineConfig({
     reporters: ['default', './test/summary-reporter.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    projects: backends.map((backend) => ({
-      extends: true,
-      test: {
-        name: backend,
-        include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-        env: { TEST_BACKEND: backend },
-      },
-    })),
+    projects: [
+      ...backends.map((backend) => ({
+        extends: true as const,
+        test: {
+          name: backend,
+          include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+          env: { TEST_BACKEND: backend },
+        },
+      })),
+      // When TEST_PGBOUNCER_URL is set (`.ci/run` starts one with scripts/pgbouncer.sh), the end-to-end tests run once
+      // more with the spawned servers behind PgBouncer in transaction-pooling mode (CONTRACT §8); the tests' own
+      // database work stays direct, on TEST_DATABASE_URL. See databaseEnv in test/helpers/server-process.ts.
+      ...(process.env.TEST_PGBOUNCER_URL
+        ? [
+            {
+              extends: true as const,
+              test: {
+                name: 'pgbouncer',
+                include: ['test/http/**/*.test.ts', 'test/races/**/*.test.ts'],
+                env: { TEST_BACKEND: 'postgres', TEST_VIA_PGBOUNCER: '1' },
+              },
+            },
+          ]
+        : []),
+    ],
   },
 });

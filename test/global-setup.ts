@@ -7,6 +7,10 @@ import { testDatabaseName } from './helpers/database.js';
  */
 export default async function setup(): Promise<(() => Promise<void>) | undefined> {
   const url = process.env.TEST_DATABASE_URL;
+  const pooler = process.env.TEST_PGBOUNCER_URL;
+  if (pooler && !url) {
+    throw new Error('[corkboard] TEST_PGBOUNCER_URL is set without TEST_DATABASE_URL: the pgbouncer project creates its databases directly on that server');
+  }
   if (!url) {
     console.warn(
       '\n[corkboard] PostgreSQL tests SKIPPED: set TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/corkboard_test to run the suite on PostgreSQL too.\n',
@@ -32,6 +36,7 @@ export default async function setup(): Promise<(() => Promise<void>) | undefined
     await client.end();
   }
   console.warn(`\n[corkboard] running the suite on SQLite and on PostgreSQL (${target.host}/${database})\n`);
+  if (pooler) await checkPgBouncer(pooler);
   return async () => {
     const cleanup = new pg.Client({ connectionString: admin.toString() });
     await cleanup.connect();
@@ -43,4 +48,30 @@ export default async function setup(): Promise<(() => Promise<void>) | undefined
       await cleanup.end();
     }
   };
+}
+
+/**
+ * The pgbouncer project's servers connect through TEST_PGBOUNCER_URL: it must answer, and pool by transaction (a
+ * session pooler would pass every test and prove nothing). Asks its admin console, which scripts/pgbouncer.sh
+ * opens to the user postgres.
+ */
+async function checkPgBouncer(url: string): Promise<void> {
+  const admin = new URL(url);
+  admin.pathname = '/pgbouncer';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  try {
+    await client.connect();
+  } catch (error) {
+    throw new Error(`[corkboard] TEST_PGBOUNCER_URL is set but PgBouncer's admin console is unreachable at ${admin.host}: ${String(error)}`, {
+      cause: error,
+    });
+  }
+  try {
+    const { rows } = await client.query<{ key: string; value: string }>('show config');
+    const mode = rows.find((row) => row.key === 'pool_mode')?.value;
+    if (mode !== 'transaction') throw new Error(`[corkboard] the PgBouncer at ${admin.host} pools by ${mode ?? 'an unknown mode'}, not by transaction`);
+  } finally {
+    await client.end();
+  }
+  console.warn(`[corkboard] and the end-to-end tests once more through PgBouncer (transaction pooling, ${admin.host})\n`);
 }

@@ -156,6 +156,27 @@ export interface StartOptions {
   timeoutMs?: number;
 }
 
+/** Set by the `pgbouncer` Vitest project (vitest.config.ts): spawned servers reach PostgreSQL through PgBouncer. */
+export const viaPgBouncer = process.env.TEST_VIA_PGBOUNCER === '1';
+
+/**
+ * The server's database settings for a database the test created. In the `pgbouncer` project, as deployed behind
+ * a transaction pooler (CONTRACT §8): DATABASE_URL is the same database on the TEST_PGBOUNCER_URL host and port,
+ * statements go unnamed (PgBouncer 1.18 keeps no prepared statements across transactions), and
+ * DATABASE_DIRECT_URL is the direct URL for what needs a session (the migrations' advisory lock, LISTEN).
+ * The tests themselves keep the direct URL: creating, inspecting and dropping databases does not go through it.
+ */
+export function databaseEnv(databaseUrl: string): Record<string, string> {
+  if (!viaPgBouncer || !/^postgres(ql)?:/.test(databaseUrl)) return { DATABASE_URL: databaseUrl };
+  const pooler = process.env.TEST_PGBOUNCER_URL;
+  if (!pooler) throw new Error('the pgbouncer project needs TEST_PGBOUNCER_URL (e.g. postgres://postgres@127.0.0.1:6432)');
+  const pooled = new URL(databaseUrl);
+  const { hostname, port } = new URL(pooler);
+  pooled.hostname = hostname;
+  pooled.port = port;
+  return { DATABASE_URL: pooled.toString(), PG_PREPARED_STATEMENTS: 'off', DATABASE_DIRECT_URL: databaseUrl };
+}
+
 /**
  * Starts the server on a free port and waits (bounded) until GET /health answers 200. Test defaults: info-level
  * JSON logs (so tests can read them), rate limits off, the cheapest password hash, PUBLIC_URL = E2E_PUBLIC_URL.
@@ -177,7 +198,7 @@ async function startOnPort(port: number, options: StartOptions): Promise<ServerP
   const { child, exited, stdout, stderr, listeners } = launch({
     PORT: String(port),
     HOST: '127.0.0.1',
-    DATABASE_URL: options.databaseUrl,
+    ...databaseEnv(options.databaseUrl),
     PUBLIC_URL: E2E_PUBLIC_URL,
     LOG_LEVEL: 'info',
     RATE_LIMIT: 'off',
