@@ -50,7 +50,7 @@ export const problems = {
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
   const tokens = createTokensRepository(app.db);
-  const { passwordHashMemoryKib, rateLimit } = app.config;
+  const { passwordHashMemoryKib } = app.config;
 
   app.post(
     '/users',
@@ -66,7 +66,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           409: problems[409]('The username is taken (case-insensitively)'),
         },
       },
-      config: { rateLimit: { max: rateLimit.authMax } },
+      config: { rateLimitPolicy: 'auth' },
     },
     async (request, reply) => {
       const row = await createUser(app.db, request.body, passwordHashMemoryKib);
@@ -202,7 +202,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           404: problems[404]('user'),
         },
       },
-      config: { rateLimit: { max: rateLimit.authMax } },
+      config: { rateLimitPolicy: 'auth' },
     },
     async (request) => {
       const caller = await app.auth.required(request);
