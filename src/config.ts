@@ -72,7 +72,8 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
 function redisUrl(env: Env): string | undefined {
   const raw = env.REDIS_URL?.trim();
   if (raw === undefined || raw === '') return undefined;
-  if (!/^rediss?:\/\//.test(raw) || !URL.canParse(raw)) throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL' /* not echoed: it may hold a password */);
+  // The value is not echoed in the message: it may hold a password.
+  if (!/^rediss?:\/\//.test(raw) || !URL.canParse(raw)) throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL');
   return raw;
 }
 
