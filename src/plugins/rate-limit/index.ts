@@ -75,7 +75,8 @@ export default fp(
 
     // The plugin is registered in a scope of its own with `global: false`: it only lends its counters to the hooks
     // below and never adds limiters (with the older fields) to the service's routes itself.
-    const policies: Record<'default' | 'auth', onRequestHookHandler> = {} as never;
+    // Filled in by the scope below, which runs to completion before any route is added.
+    const policies = {} as Record<'default' | 'auth', onRequestHookHandler>;
     await app.register(async (scope) => {
       await scope.register(rateLimit, {
         global: false,
