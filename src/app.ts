@@ -16,6 +16,7 @@ import databasePlugin from './plugins/database.js';
 import authPlugin from './plugins/auth.js';
 import securityPlugin from './plugins/security.js';
 import metricsPlugin from './plugins/metrics.js';
+import rateLimitPlugin from './plugins/rate-limit/index.js';
 import openapiPlugin from './plugins/openapi.js';
 import fanoutPlugin from './modules/feed/feed.fanout.js';
 import modules from './modules/index.js';
@@ -109,6 +110,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
   await app.register(securityPlugin);
   await app.register(metricsPlugin);
+  await app.register(rateLimitPlugin);
   await app.register(openapiPlugin);
   const tokens = createTokensRepository(store.db);
   await app.register(authPlugin, { findCaller: (hash) => tokens.findCaller(hash, new Date().toISOString()) });

@@ -21,3 +21,24 @@ describe('loadConfig PUBLIC_URL', () => {
     },
   );
 });
+
+describe('loadConfig REDIS_URL and REDIS_KEY_PREFIX', () => {
+  it('leaves Redis off by default, with the corkboard: key prefix', () => {
+    const config = loadConfig({});
+    expect(config.redisUrl).toBeUndefined();
+    expect(config.redisKeyPrefix).toBe('corkboard:');
+  });
+
+  it.each(['redis://127.0.0.1:6379', 'rediss://user:secret@cache.example.org:6380/2'])('accepts %s', (value) => {
+    expect(loadConfig({ REDIS_URL: value, REDIS_KEY_PREFIX: 'svc-a:' })).toMatchObject({ redisUrl: value, redisKeyPrefix: 'svc-a:' });
+  });
+
+  it.each(['127.0.0.1:6379', 'http://127.0.0.1:6379', 'redis://', 'redis://host name'])('rejects REDIS_URL=%s, naming it and not echoing it', (value) => {
+    expect(() => loadConfig({ REDIS_URL: value })).toThrow(/^REDIS_URL: /);
+    expect(() => loadConfig({ REDIS_URL: value })).not.toThrow(value);
+  });
+
+  it.each(['with space', 'x'.repeat(65), 'slash/'])('rejects REDIS_KEY_PREFIX=%s, naming it', (value) => {
+    expect(() => loadConfig({ REDIS_KEY_PREFIX: value })).toThrow(/^REDIS_KEY_PREFIX: /);
+  });
+});

@@ -39,6 +39,10 @@ export const ConfigSchema = Type.Object({
   passwordHashMemoryKib: Type.Integer({ minimum: 64, maximum: 4_194_304 }),
   pgPoolMax: Type.Integer({ minimum: 1, maximum: 1000 }),
   trustProxy: Type.Boolean(),
+  /** Shared state for several processes (rate-limit counters); unset: each process keeps its own in memory. */
+  redisUrl: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$' })),
+  /** Prefix of every Redis key the service writes, so several deployments (or test runs) can share one Redis. */
+  redisKeyPrefix: Type.String({ pattern: '^[A-Za-z0-9:._-]{0,64}$' }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -70,6 +74,15 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(name, `must be "on" or "off", got "${env[name]}"`);
 }
 
+/** `redis://` or `rediss://` URL that the URL parser accepts (ioredis parses it the same way). */
+function redisUrl(env: Env): string | undefined {
+  const raw = env.REDIS_URL?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  // The value is not echoed in the message: it may hold a password.
+  if (!/^rediss?:\/\//.test(raw) || !URL.canParse(raw)) throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL');
+  return raw;
+}
+
 /** Maps a config path (as TypeBox reports it) back to the environment variable that feeds it. */
 const VARIABLES: Record<string, string> = {
   '/port': 'PORT',
@@ -91,6 +104,8 @@ const VARIABLES: Record<string, string> = {
   '/passwordHashMemoryKib': 'PASSWORD_HASH_MEMORY_KIB',
   '/pgPoolMax': 'PG_POOL_MAX',
   '/trustProxy': 'TRUST_PROXY',
+  '/redisUrl': 'REDIS_URL',
+  '/redisKeyPrefix': 'REDIS_KEY_PREFIX',
 };
 
 export function loadConfig(env: Env = process.env): Readonly<Config> {
@@ -122,6 +137,8 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     passwordHashMemoryKib: integer(env, 'PASSWORD_HASH_MEMORY_KIB', 19_456),
     pgPoolMax: integer(env, 'PG_POOL_MAX', 10),
     trustProxy: flag(env, 'TRUST_PROXY', false),
+    redisUrl: redisUrl(env),
+    redisKeyPrefix: env.REDIS_KEY_PREFIX ?? 'corkboard:',
   };
   return Object.freeze(parseConfig(config));
 }

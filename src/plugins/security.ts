@@ -1,10 +1,9 @@
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import rateLimit from '@fastify/rate-limit';
-import { AppError } from '../shared/errors.js';
+import { RATE_LIMIT_FIELDS } from './rate-limit/index.js';
 
 /** Response headers a browser script may read on a cross-origin response (CORS). */
-const EXPOSED_HEADERS = ['Location', 'Link', 'X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'].join(', ');
+const EXPOSED_HEADERS = ['Location', 'Link', 'X-Request-Id', 'Retry-After', 'WWW-Authenticate', ...RATE_LIMIT_FIELDS].join(', ');
 /** The interface's methods (seed §1), for CORS preflights. */
 const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, DELETE';
 /** How long a browser may cache a preflight answer, in seconds. */
@@ -17,9 +16,8 @@ export function allowOrigin(request: FastifyRequest, reply: FastifyReply): void 
 }
 
 /**
- * Cross-cutting protections: the request id on every response, CORS for browser clients, and rate limits.
- * Rate-limit counters live in each process's memory: behind a load balancer each process enforces the limit on
- * its own share of the traffic (documented in the README), which keeps correctness independent of them.
+ * Cross-cutting protections: the request id on every response and CORS for browser clients. Rate limits are
+ * their own plugin (rate-limit/index.ts).
  *
  * CORS is written here rather than with @fastify/cors. The policy is the plugin's `origin: true` (reflect the
  * caller's origin; the API is public and authenticates with bearer tokens, not cookies), but the plugin reads
@@ -29,7 +27,6 @@ export function allowOrigin(request: FastifyRequest, reply: FastifyReply): void 
  * request runs anyway, and for requests without an Origin only `Vary: Origin` (which keeps shared caches from
  * serving one origin's answer to another).
  * @see https://fetch.spec.whatwg.org/#http-cors-protocol
- * @see https://github.com/fastify/fastify-rate-limit
  */
 export default fp(
   async (app) => {
@@ -59,19 +56,6 @@ export default fp(
       reply.code(204).header('content-length', '0').send();
     });
 
-    const { rateLimit: limits } = app.config;
-    if (limits.enabled) {
-      await app.register(rateLimit, {
-        global: true,
-        max: limits.max,
-        timeWindow: limits.windowMs,
-        // Standard draft headers (RateLimit-*) rather than the legacy X-RateLimit-* ones.
-        enableDraftSpec: true,
-        // Thrown, so the one error handler renders it as problem+json or as the board envelope.
-        errorResponseBuilder: (_request, context) =>
-          new AppError(429, `Too many requests; retry after ${Math.ceil(context.ttl / 1000)} seconds`),
-      });
-    }
   },
   { name: 'security', dependencies: ['error-handler'] },
 );

@@ -22,6 +22,7 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     passwordHashMemoryKib: 64,
     pgPoolMax: 10,
     trustProxy: false,
+    redisKeyPrefix: 'corkboard-test:',
     ...overrides,
   });
 }

@@ -317,6 +317,11 @@ describe('processes started and stopped by the test', () => {
     expect(Number(fourth.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(fourth.headers.get('content-type')).toBe(PROBLEM);
     expect(fourth.json()).toMatchObject({ type: 'about:blank', title: 'Too Many Requests', status: 429, instance: '/users' });
+    // The rate-limit fields of draft-ietf-httpapi-ratelimit-headers-11, not the older ones.
+    expect(fourth.headers.get('ratelimit-policy')).toBe('"auth";q=3;w=60');
+    expect(fourth.headers.get('ratelimit')).toBe(`"auth";r=0;t=${fourth.headers.get('retry-after')}`);
+    expect([...fourth.headers.keys()].filter((name) => /^(x-)?ratelimit-(limit|remaining|reset)$/.test(name))).toEqual([]);
+    expect((await request(server.url, 'GET', '/health')).headers.get('ratelimit')).toBeNull();
     // Ordinary routes have their own, looser limit.
     expect((await request(server.url, 'GET', '/users')).status).toBe(200);
     expect(await server.stop()).toEqual({ code: 0, signal: null });

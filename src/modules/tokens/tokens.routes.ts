@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { bearer } from '../../plugins/auth.js';
 import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
+import { tooManyRequests } from '../../plugins/rate-limit/index.js';
 import { dummyHash, verifyPassword } from '../../shared/passwords.js';
 import { DeletedSchema, toId } from '../../shared/schemas.js';
 import { problems } from '../../shared/problems.js';
@@ -13,7 +14,7 @@ import { CreateTokenBodySchema, TokenParamsSchema, TokenSchema } from './tokens.
 const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
   const tokens = createTokensRepository(app.db);
-  const { passwordHashMemoryKib, tokenTtlSeconds, rateLimit } = app.config;
+  const { passwordHashMemoryKib, tokenTtlSeconds } = app.config;
   // Computed once, lazily: the hash an unknown username is checked against (equal timing for both failures).
   let decoy: Promise<string> | undefined;
 
@@ -31,13 +32,17 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
           401: problems[401],
         },
       },
-      config: { rateLimit: { max: rateLimit.authMax } },
+      config: { rateLimitPolicy: 'auth' },
     },
     async (request, reply) => {
       const { username, password } = request.body;
+      // Counted against the username before the password is checked (CONTRACT §2; see sign-in-throttle.ts).
+      const attempt = await app.signInThrottle.begin(username);
+      if ('retryAfterSeconds' in attempt) throw tooManyRequests('auth', attempt.retryAfterSeconds);
       const user = await users.findCredentialsByUsername(username);
       const ok = await verifyPassword(password, user?.password_hash ?? (await (decoy ??= dummyHash(passwordHashMemoryKib))));
       if (!user || !ok) throw AppError.unauthorized('The username or password is incorrect');
+      await attempt.succeeded();
       const token = await mintToken(app.store, user, tokenTtlSeconds);
       if (!token) throw AppError.unauthorized('The password was changed while signing in');
       reply.code(201).header('location', app.links.url(`/tokens/${token.id}`));

@@ -20,7 +20,7 @@ import { changePassword, createUser, deleteAllUsers, deleteUser, replaceUser } f
 
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
-  const { passwordHashMemoryKib, rateLimit } = app.config;
+  const { passwordHashMemoryKib } = app.config;
 
   app.post(
     '/users',
@@ -36,7 +36,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           409: problems[409]('The username is taken (case-insensitively)'),
         },
       },
-      config: { rateLimit: { max: rateLimit.authMax } },
+      config: { rateLimitPolicy: 'auth' },
     },
     async (request, reply) => {
       const id = await createUser(app.store, request.body, passwordHashMemoryKib);
@@ -167,7 +167,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           404: problems[404]('user'),
         },
       },
-      config: { rateLimit: { max: rateLimit.authMax } },
+      config: { rateLimitPolicy: 'auth' },
     },
     async (request) => {
       const caller = await app.auth.required(request);

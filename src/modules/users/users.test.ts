@@ -405,7 +405,7 @@ describe('protocol-level methods', () => {
       expect(res.statusCode).toBe(status);
       expect(res.headers['access-control-allow-origin']).toBe(origin);
       expect(res.headers['access-control-expose-headers']).toBe(
-        'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset',
+        'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, RateLimit-Policy, RateLimit',
       );
       expect(res.headers.vary).toBe('Origin');
     }

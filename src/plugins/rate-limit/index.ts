@@ -1,0 +1,124 @@
+import fp from 'fastify-plugin';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import rateLimit, { normalizeIP } from '@fastify/rate-limit';
+import { AppError } from '../../shared/errors.js';
+import { memorySignInThrottle, redisSignInThrottle, UNTHROTTLED, type SignInThrottle } from './sign-in-throttle.js';
+import { connectRedis, redisStore, storeFailures } from './store.js';
+
+export type { SignInAttempt, SignInThrottle } from './sign-in-throttle.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Failed sign-ins per target username (see sign-in-throttle.ts). */
+    signInThrottle: SignInThrottle;
+  }
+  interface FastifyContextConfig {
+    /**
+     * The rate-limit policy a route counts against: `auth` (sign-up, sign-in, password change) or, when unset,
+     * `default`. `rateLimit: false` exempts a route (health, metrics).
+     */
+    rateLimitPolicy?: 'auth';
+  }
+}
+
+/** Marks a route's limiter, so that the HEAD copy of a GET route does not count the request twice. */
+const LIMITER = Symbol('corkboard.rateLimit.limiter');
+
+/** Response fields of the rate limits, for CORS (security.ts exposes them to browser scripts). */
+export const RATE_LIMIT_FIELDS = ['RateLimit-Policy', 'RateLimit'];
+
+/**
+ * A 429 of one policy: `Retry-After` and the policy's `RateLimit` with nothing remaining, rendered by the one error
+ * handler (problem+json, or the board envelope under /boards).
+ */
+export function tooManyRequests(policy: string, retryAfterSeconds: number): AppError {
+  return new AppError(429, `Too many requests; retry after ${retryAfterSeconds} seconds`, undefined, {
+    'retry-after': String(retryAfterSeconds),
+    ratelimit: `"${policy}";r=0;t=${retryAfterSeconds}`,
+  });
+}
+
+/**
+ * Rate limits with the fields of draft-ietf-httpapi-ratelimit-headers-11 (CONTRACT §6.3). Each limited route
+ * counts against one named policy, per client address: `default` (RATE_LIMIT_MAX) or `auth` (RATE_LIMIT_AUTH_MAX),
+ * both over RATE_LIMIT_WINDOW_MS. A policy is one quota: sign-up, sign-in and password change draw on the same
+ * `auth` allowance of an address, as its single `RateLimit-Policy` entry says. Every answer of a limited route
+ * carries `RateLimit-Policy: "auth";q=20;w=60` and `RateLimit: "auth";r=<remaining>;t=<seconds to reset>`.
+ *
+ * Counting is @fastify/rate-limit's (its stores, its IP normalisation, `skipOnError`); the fields are written
+ * here, because the plugin only knows the older `RateLimit-Limit/Remaining/Reset` and `X-RateLimit-*` ones. With
+ * REDIS_URL the counters (these and the per-username ones) live in Redis, exact across processes; without, in
+ * each process's memory. If Redis fails, requests are served without a limit and without a `RateLimit` field
+ * (its values are unknown), counted by a metric (store.ts).
+ * @see https://datatracker.ietf.org/doc/html/draft-ietf-httpapi-ratelimit-headers-11
+ */
+export default fp(
+  async (app) => {
+    const { rateLimit: limits, redisUrl, redisKeyPrefix } = app.config;
+    if (!limits.enabled) {
+      app.decorate('signInThrottle', UNTHROTTLED);
+      return;
+    }
+    const failures = storeFailures(app.metrics, app.log);
+    const redis = redisUrl === undefined ? undefined : await connectRedis(redisUrl, failures);
+    if (redis) {
+      app.addHook('onClose', () => {
+        redis.disconnect();
+      });
+    }
+    app.decorate(
+      'signInThrottle',
+      redis
+        ? redisSignInThrottle(redis, redisKeyPrefix, limits.authMax, limits.windowMs, failures)
+        : memorySignInThrottle(limits.authMax, limits.windowMs),
+    );
+
+    // The plugin is registered in a scope of its own with `global: false`: it only lends its counters to the hooks
+    // below and never adds limiters (with the older fields) to the service's routes itself.
+    // Filled in by the scope below, which runs to completion before any route is added.
+    const policies = {} as Record<'default' | 'auth', onRequestHookHandler>;
+    await app.register(async (scope) => {
+      await scope.register(rateLimit, {
+        global: false,
+        timeWindow: limits.windowMs,
+        skipOnError: true,
+        ...(redis ? { store: redisStore(redis, redisKeyPrefix, failures) } : {}),
+      });
+      for (const [name, max] of [
+        ['default', limits.max],
+        ['auth', limits.authMax],
+      ] as const) {
+        const count = scope.createRateLimit({ max, keyGenerator: (request) => `${name}:${normalizeIP(request.ip)}` });
+        policies[name] = limiter(name, max, limits.windowMs, count);
+      }
+    });
+
+    app.addHook('onRoute', (route) => {
+      const { rateLimit: exempt, rateLimitPolicy } = route.config ?? {};
+      if (exempt === false) return;
+      if (exempt !== undefined) throw new Error(`${route.method} ${route.url}: name a rate-limit policy with config.rateLimitPolicy`);
+      const hooks = [route.onRequest ?? []].flat();
+      if (hooks.some((hook) => LIMITER in hook)) return;
+      route.onRequest = [...hooks, policies[rateLimitPolicy ?? 'default']];
+    });
+  },
+  { name: 'rate-limit', dependencies: ['error-handler', 'metrics'] },
+);
+
+type Count = ReturnType<FastifyInstance['createRateLimit']>;
+
+/** The route hook of one policy: counts the request, writes the fields, refuses it past the quota. */
+function limiter(name: string, max: number, windowMs: number, count: Count): onRequestHookHandler {
+  const policyField = `"${name}";q=${max};w=${Math.ceil(windowMs / 1000)}`;
+  const hook = async (request: FastifyRequest, reply: FastifyReply) => {
+    reply.header('ratelimit-policy', policyField);
+    const counted = await count(request);
+    // A live counter always has time left; none means the store failed and `skipOnError` let the request through.
+    // (`isAllowed` is an allow-list hit, and there is no allow list.)
+    if (counted.isAllowed || counted.ttl <= 0) return;
+    const { remaining, ttlInSeconds, isExceeded } = counted;
+    if (isExceeded) throw tooManyRequests(name, ttlInSeconds);
+    reply.header('ratelimit', `"${name}";r=${remaining};t=${ttlInSeconds}`);
+  };
+  return Object.assign(hook, { [LIMITER]: true }) as onRequestHookHandler;
+}

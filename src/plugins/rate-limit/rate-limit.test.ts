@@ -1,0 +1,259 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance, InjectOptions } from 'fastify';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { buildTestApp, type Response } from '../../../test/helpers/build-test-app.js';
+import { signUp } from '../../../test/helpers/factories.js';
+import type { Config } from '../../config.js';
+
+const PROBLEM = 'application/problem+json; charset=utf-8';
+const LEGACY = ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'];
+
+function limited(overrides: Partial<Config['rateLimit']> = {}, config: Partial<Config> = {}): Promise<FastifyInstance> {
+  return buildTestApp({ rateLimit: { enabled: true, max: 600, authMax: 20, windowMs: 60_000, ...overrides }, ...config });
+}
+
+/** A request from a given client address. */
+function from(app: FastifyInstance, remoteAddress: string, method: InjectOptions['method'], url: string, body?: unknown): Promise<Response> {
+  return app.inject({ method, url, remoteAddress, ...(body === undefined ? {} : { payload: body as InjectOptions['payload'] }) });
+}
+
+function expectNoLegacyFields(res: Response) {
+  for (const name of LEGACY) expect(res.headers[name], name).toBeUndefined();
+}
+
+/** `"name";r=<n>;t=<n>` of a RateLimit field, as numbers. */
+function parseRateLimit(field: unknown): { policy: string; r: number; t: number } {
+  const match = /^"([a-z]+)";r=(\d+);t=(\d+)$/.exec(String(field));
+  if (!match) throw new Error(`not a RateLimit field: ${String(field)}`);
+  return { policy: match[1] as string, r: Number(match[2]), t: Number(match[3]) };
+}
+
+describe('rate-limit fields (draft-ietf-httpapi-ratelimit-headers-11)', () => {
+  it('ordinary routes carry the default policy and a decrementing RateLimit, then 429 with Retry-After as problem+json', async () => {
+    const app = await limited({ max: 3, windowMs: 30_000 });
+    const remaining = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await from(app, '10.0.0.1', 'GET', '/users');
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['ratelimit-policy']).toBe('"default";q=3;w=30');
+      const field = parseRateLimit(res.headers.ratelimit);
+      expect(field.policy).toBe('default');
+      expect(field.t).toBeGreaterThan(0);
+      expect(field.t).toBeLessThanOrEqual(30);
+      remaining.push(field.r);
+      expectNoLegacyFields(res);
+    }
+    expect(remaining).toEqual([2, 1, 0]);
+    // The quota is the policy's, not one route's: another ordinary route draws on the same allowance.
+    const over = await from(app, '10.0.0.1', 'GET', '/posts');
+    expect(over.statusCode).toBe(429);
+    expect(over.headers['content-type']).toBe(PROBLEM);
+    expect(over.json()).toMatchObject({ status: 429, title: 'Too Many Requests', instance: '/posts' });
+    const retryAfter = Number(over.headers['retry-after']);
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(30);
+    expect(over.headers['ratelimit-policy']).toBe('"default";q=3;w=30');
+    expect(parseRateLimit(over.headers.ratelimit)).toEqual({ policy: 'default', r: 0, t: retryAfter });
+    expectNoLegacyFields(over);
+    // Under /boards a 429 is the board envelope.
+    const board = await from(app, '10.0.0.1', 'GET', '/boards');
+    expect(board.statusCode).toBe(429);
+    expect(board.json()).toMatchObject({ code: '429', data: null });
+    expect(Number(board.headers['retry-after'])).toBeGreaterThan(0);
+    // Another address has its own allowance.
+    const other = await from(app, '10.0.0.2', 'GET', '/users');
+    expect(other.statusCode).toBe(200);
+    expect(parseRateLimit(other.headers.ratelimit).r).toBe(2);
+  });
+
+  it('sign-up, sign-in and password change share the auth policy, separate from the default one', async () => {
+    const app = await limited({ max: 100, authMax: 3 });
+    const created = await from(app, '10.0.1.1', 'POST', '/users', { username: 'carol', password: 'carol password 1' });
+    expect(created.statusCode).toBe(201);
+    expect(created.headers['ratelimit-policy']).toBe('"auth";q=3;w=60');
+    expect(parseRateLimit(created.headers.ratelimit)).toMatchObject({ policy: 'auth', r: 2 });
+    const token = await from(app, '10.0.1.1', 'POST', '/tokens', { username: 'carol', password: 'carol password 1' });
+    expect(token.statusCode).toBe(201);
+    expect(parseRateLimit(token.headers.ratelimit)).toMatchObject({ policy: 'auth', r: 1 });
+    const change = await app.inject({
+      method: 'PUT',
+      url: `/users/${created.json().id}/password`,
+      remoteAddress: '10.0.1.1',
+      headers: { authorization: `Bearer ${token.json().token}` },
+      payload: { currentPassword: 'carol password 1', newPassword: 'carol password 2' },
+    });
+    expect(change.headers['ratelimit-policy']).toBe('"auth";q=3;w=60');
+    expect(parseRateLimit(change.headers.ratelimit)).toMatchObject({ policy: 'auth', r: 0 });
+    const refused = await from(app, '10.0.1.1', 'POST', '/tokens', { username: 'carol', password: 'carol password 2' });
+    expect(refused.statusCode).toBe(429);
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    expect(parseRateLimit(refused.headers.ratelimit)).toMatchObject({ policy: 'auth', r: 0 });
+    // The default policy of the same address is untouched by the auth one.
+    const read = await from(app, '10.0.1.1', 'GET', '/users');
+    expect(read.statusCode).toBe(200);
+    expect(read.headers['ratelimit-policy']).toBe('"default";q=100;w=60');
+    expect(parseRateLimit(read.headers.ratelimit).r).toBe(99);
+  });
+
+  it('sends none of the fields with RATE_LIMIT=off, and none on /health and /metrics', async () => {
+    const off = await buildTestApp({ rateLimit: { enabled: false, max: 1, authMax: 1, windowMs: 60_000 } });
+    for (let i = 0; i < 3; i++) {
+      const res = await from(off, '10.0.2.1', 'GET', '/users');
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['ratelimit-policy']).toBeUndefined();
+      expect(res.headers.ratelimit).toBeUndefined();
+      expectNoLegacyFields(res);
+    }
+    const on = await limited({ max: 1 });
+    for (const url of ['/health', '/metrics', '/health', '/metrics']) {
+      const res = await from(on, '10.0.2.1', 'GET', url);
+      expect(res.statusCode, url).toBe(200);
+      expect(res.headers['ratelimit-policy'], url).toBeUndefined();
+      expect(res.headers.ratelimit, url).toBeUndefined();
+      expectNoLegacyFields(res);
+    }
+  });
+
+  it('lets browser scripts read the fields (CORS exposed headers)', async () => {
+    const app = await limited();
+    const res = await app.inject({ method: 'GET', url: '/users', headers: { origin: 'https://app.example' } });
+    const exposed = String(res.headers['access-control-expose-headers']).split(', ');
+    expect(exposed).toEqual(expect.arrayContaining(['RateLimit-Policy', 'RateLimit', 'Retry-After']));
+    expect(exposed).not.toContain('RateLimit-Limit');
+  });
+});
+
+describe('failed sign-ins per username', () => {
+  it('refuses a username after RATE_LIMIT_AUTH_MAX failures from any addresses, the right password too; others are unaffected', async () => {
+    const app = await limited({ authMax: 20 });
+    const alice = await signUp(app, { username: 'alice', password: 'alice password 1' });
+    const bob = await signUp(app, { username: 'bob', password: 'bob password 1' });
+    const statuses = [];
+    for (let i = 1; i <= 21; i++) {
+      // Upper case counts against the same username.
+      const username = i % 2 ? 'alice' : 'ALICE';
+      statuses.push((await from(app, `10.1.0.${i}`, 'POST', '/tokens', { username, password: `guess ${i}` })).statusCode);
+    }
+    expect(statuses).toEqual([...Array(20).fill(401), 429]);
+    const tokensBefore = await app.db.selectFrom('tokens').select('id').where('user_id', '=', alice.id).execute();
+    const right = await from(app, '10.1.1.1', 'POST', '/tokens', { username: 'alice', password: alice.password });
+    expect(right.statusCode).toBe(429);
+    expect(right.headers['content-type']).toBe(PROBLEM);
+    const retryAfter = Number(right.headers['retry-after']);
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(right.headers['ratelimit-policy']).toBe('"auth";q=20;w=60');
+    expect(parseRateLimit(right.headers.ratelimit)).toEqual({ policy: 'auth', r: 0, t: retryAfter });
+    // No token was issued.
+    expect(await app.db.selectFrom('tokens').select('id').where('user_id', '=', alice.id).execute()).toEqual(tokensBefore);
+    const other = await from(app, '10.1.1.1', 'POST', '/tokens', { username: 'bob', password: bob.password });
+    expect(other.statusCode).toBe(201);
+  });
+
+  it('throttles an unknown username the same way (no probing for which exist)', async () => {
+    const app = await limited({ authMax: 3 });
+    const statuses = [];
+    for (let i = 1; i <= 4; i++) {
+      statuses.push((await from(app, `10.2.0.${i}`, 'POST', '/tokens', { username: 'nobody', password: 'whatever 1' })).statusCode);
+    }
+    expect(statuses).toEqual([401, 401, 401, 429]);
+  });
+
+  it('counts failures only: successful sign-ins neither count nor reset the count', async () => {
+    const app = await limited({ authMax: 3 });
+    const dave = await signUp(app, { username: 'dave', password: 'dave password 1' });
+    const attempt = (i: number, password: string) => from(app, `10.3.0.${i}`, 'POST', '/tokens', { username: 'dave', password });
+    expect((await attempt(1, 'wrong 1')).statusCode).toBe(401);
+    expect((await attempt(2, 'wrong 2')).statusCode).toBe(401);
+    for (let i = 3; i <= 6; i++) expect((await attempt(i, dave.password)).statusCode).toBe(201);
+    expect((await attempt(7, 'wrong 3')).statusCode).toBe(401);
+    expect((await attempt(8, 'wrong 4')).statusCode).toBe(429);
+    expect((await attempt(9, dave.password)).statusCode).toBe(429);
+  });
+
+  it('opens again when the window has passed', async () => {
+    const app = await limited({ authMax: 1, windowMs: 1000 });
+    const erin = { username: 'erin', password: 'erin password 1' };
+    expect((await from(app, '10.4.0.1', 'POST', '/users', erin)).statusCode).toBe(201);
+    expect((await from(app, '10.4.0.2', 'POST', '/tokens', { username: 'erin', password: 'wrong' })).statusCode).toBe(401);
+    expect((await from(app, '10.4.0.3', 'POST', '/tokens', erin)).statusCode).toBe(429);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await from(app, '10.4.0.4', 'POST', '/tokens', erin)).statusCode).toBe(201);
+  });
+});
+
+describe('counters in Redis (REDIS_URL)', () => {
+  const REDIS_URL = 'redis://127.0.0.1:6379';
+  let redis: Redis;
+  beforeAll(async () => {
+    redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await redis.connect();
+  });
+  afterAll(() => redis.quit());
+
+  /** A key prefix of the test's own, whose keys are deleted when it finishes. */
+  function prefix(): string {
+    const own = `corkboard-test-${randomBytes(6).toString('hex')}:`;
+    onTestFinished(async () => {
+      const keys = await redis.keys(`${own}*`);
+      if (keys.length > 0) await redis.del(...keys);
+    });
+    return own;
+  }
+
+  it('two processes sharing Redis enforce one exact limit together', async () => {
+    const redisKeyPrefix = prefix();
+    const a = await limited({ max: 5 }, { redisUrl: REDIS_URL, redisKeyPrefix });
+    const b = await limited({ max: 5 }, { redisUrl: REDIS_URL, redisKeyPrefix });
+    const seen = [];
+    for (const app of [a, b, a, b, a, b]) {
+      const res = await from(app, '10.5.0.1', 'GET', '/users');
+      seen.push(res.statusCode === 200 ? parseRateLimit(res.headers.ratelimit).r : res.statusCode);
+    }
+    expect(seen).toEqual([4, 3, 2, 1, 0, 429]);
+    // The counter is in Redis, under the configured prefix, keyed by policy and address.
+    expect(await redis.get(`${redisKeyPrefix}rate:default:10.5.0.1`)).toBe('6');
+  });
+
+  it('counts failed sign-ins for one username across processes', async () => {
+    const redisKeyPrefix = prefix();
+    const a = await limited({ authMax: 5 }, { redisUrl: REDIS_URL, redisKeyPrefix });
+    const b = await limited({ authMax: 5 }, { redisUrl: REDIS_URL, redisKeyPrefix });
+    const frank = await signUp(b, { username: 'frank', password: 'frank password 1' });
+    const statuses = [];
+    for (const [i, app] of [a, b, a, b, a, b].entries()) {
+      statuses.push((await from(app, `10.6.0.${i}`, 'POST', '/tokens', { username: 'Frank', password: `guess ${i}` })).statusCode);
+    }
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 429]);
+    expect((await from(b, '10.6.1.1', 'POST', '/tokens', { username: 'frank', password: frank.password })).statusCode).toBe(429);
+    expect(await redis.get(`${redisKeyPrefix}signin:frank`)).toBe('7');
+    const ttl = await redis.pttl(`${redisKeyPrefix}signin:frank`);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+  });
+
+  it('serves requests promptly without a limit when Redis is unreachable, and counts the failures', async () => {
+    const app = await limited({ max: 2, authMax: 2 }, { redisUrl: 'redis://127.0.0.1:1', redisKeyPrefix: 'corkboard-test-down:' });
+    const user = await signUp(app, { username: 'gina', password: 'gina password 1' });
+    const durations = [];
+    for (let i = 0; i < 5; i++) {
+      const started = performance.now();
+      const res = await from(app, '10.7.0.1', 'GET', '/users');
+      durations.push(performance.now() - started);
+      expect(res.statusCode).toBe(200);
+      // The policy is known; the remaining quota is not, so no RateLimit field.
+      expect(res.headers['ratelimit-policy']).toBe('"default";q=2;w=60');
+      expect(res.headers.ratelimit).toBeUndefined();
+    }
+    expect(Math.max(...durations)).toBeLessThan(250);
+    for (let i = 0; i < 3; i++) {
+      expect((await from(app, '10.7.0.1', 'POST', '/tokens', { username: 'gina', password: 'wrong' })).statusCode).toBe(401);
+    }
+    expect((await from(app, '10.7.0.1', 'POST', '/tokens', { username: 'gina', password: user.password })).statusCode).toBe(201);
+    const metrics = await from(app, '10.7.0.1', 'GET', '/metrics');
+    const failures = /^corkboard_rate_limit_store_errors_total (\d+)$/m.exec(metrics.body);
+    // 5 reads + 3 failed and 1 good sign-in (address and username counters each), plus the sign-up's.
+    expect(Number(failures?.[1])).toBeGreaterThanOrEqual(5 + 3 * 2 + 2);
+  });
+});
