@@ -20,6 +20,8 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     passwordHashMemoryKib: 64,
     pgPoolMax: 10,
     trustProxy: false,
+    requestTimeoutMs: 30_000,
+    shutdownGraceMs: 10_000,
     ...overrides,
   });
 }
