@@ -25,6 +25,8 @@ declare module 'fastify' {
     links: Links;
     /** Aborted when the app starts closing (SIGTERM): long-lived responses listen to it and end. */
     closing: AbortSignal;
+    /** Starts shutting down: from now on every answer says `Connection: close`, and `closing` is aborted. */
+    beginClose(): void;
   }
 }
 
@@ -99,17 +101,17 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   // Graceful shutdown: close() reaps only the keep-alive connections that are idle at that moment. A connection
   // busy with an in-flight request would stay open after its response until the keep-alive timeout and hold the
   // process past its drain; answering `Connection: close` once closing has begun ends it with the response.
-  // Long-lived responses (event streams) end themselves when `app.closing` aborts, at the start of close(); whatever
-  // is still open after SHUTDOWN_GRACE_MS is cut off by server.ts, so no socket holds the process.
-  const closingController = new AbortController();
-  app.decorate('closing', closingController.signal);
-  let closing = false;
+  // Long-lived responses (event streams) end themselves when `app.closing` aborts: when shutdown begins
+  // (server.ts calls beginClose() on SIGTERM) or at the latest when close() starts. Whatever is still open after
+  // SHUTDOWN_GRACE_MS is cut off (src/shutdown.ts), so no socket holds the process.
+  const closing = new AbortController();
+  app.decorate('closing', closing.signal);
+  app.decorate('beginClose', () => closing.abort());
   app.addHook('preClose', async () => {
-    closing = true;
-    closingController.abort();
+    closing.abort();
   });
   app.addHook('onSend', (_request, reply, payload, done) => {
-    if (closing) reply.header('connection', 'close');
+    if (closing.signal.aborted) reply.header('connection', 'close');
     done(null, payload);
   });
 

@@ -10,11 +10,12 @@ import type { FastifyInstance } from 'fastify';
  * body sent a byte at a time, a stream reader) would hold that wait forever, so after `graceMs` every connection
  * still open is destroyed, and close() completes.
  *
- * Before any of that, one pass of the event loop: a request whose bytes reached the socket just before the signal
+ * Before any of that, answers start saying `Connection: close`, and one pass of the event loop: a request whose bytes reached the socket just before the signal
  * is then parsed and in flight, rather than on a connection that looks idle and is destroyed under it
  * (the client would see ECONNRESET for a request it had sent).
  */
 export async function shutdown(app: FastifyInstance, graceMs: number): Promise<void> {
+  app.beginClose();
   await sleep(SETTLE_MS);
   const cutoff = setTimeout(() => {
     app.log.warn({ graceMs }, 'shutdown grace period over: closing the connections still open');
