@@ -1,4 +1,4 @@
-import net from 'node:net';
+import type net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { e2eDatabase, killLeftovers, startServer, type E2eDatabase, type ServerProcess } from '../helpers/server-process.js';
 import { collect, connect, parseResponse, rawRequest, rssMiB } from './socket.js';
