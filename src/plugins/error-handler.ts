@@ -18,11 +18,6 @@ declare module 'fastify' {
 }
 
 /**
- * The one error handler, and the answer to requests no route takes. The parts live in errors/: normalize.ts (any
- * error to a status, detail and fields), reply.ts (the two wire shapes), framework.ts (what Node and Fastify
- * reject before any hook runs) and routing.ts (404 and 405).
- */
-/**
  * Every route declares the errors particular to it (401, 403, 404, 409); the ones any route can answer are added
  * here so that no route forgets them: 400 when it takes input, 413 and 415 when it takes a body, 429 and 500
  * always. The schema drives serialization and the OpenAPI document alike.
@@ -52,6 +47,11 @@ function documentErrors(route: RouteOptions): void {
   add(500, 'Unexpected failure; the body carries a request id that is also in the log');
 }
 
+/**
+ * The one error handler, and the answer to requests no route takes. The parts live in errors/: normalize.ts (any
+ * error to a status, detail and fields), reply.ts (the two wire shapes), framework.ts (what Node and Fastify
+ * reject before any hook runs) and routing.ts (404 and 405).
+ */
 export default fp(
   async (app) => {
     const routes = routeRefusal();
