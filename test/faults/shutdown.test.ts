@@ -111,3 +111,57 @@ describe('SIGTERM', () => {
     expect(await server.exited).toEqual({ code: 0, signal: null });
   });
 });
+
+/**
+ * A keep-alive client that sends its next request as soon as the last answer is in, until an answer says
+ * `Connection: close`. Records, for the request outstanding when the connection ended, when it was written.
+ */
+function pingPong(port: number, request: string) {
+  return connect(port).then(
+    (socket) =>
+      new Promise<{ answered: number; lostWrittenAt?: number; error?: string }>((resolve) => {
+        let buffer = '';
+        let answered = 0;
+        let writtenAt: number | undefined;
+        let error: string | undefined;
+        const send = () => {
+          writtenAt = Date.now();
+          socket.write(request);
+        };
+        socket.setEncoding('latin1');
+        socket.on('data', (chunk: string) => {
+          buffer += chunk;
+          for (;;) {
+            const end = buffer.indexOf('\r\n\r\n');
+            if (end === -1) return;
+            const length = Number(/content-length: *(\d+)/i.exec(buffer.slice(0, end))?.[1] ?? 0);
+            if (buffer.length < end + 4 + length) return;
+            const head = buffer.slice(0, end);
+            buffer = buffer.slice(end + 4 + length);
+            answered++;
+            writtenAt = undefined;
+            if (/\r\nconnection: *close/i.test(head)) return;
+            send();
+          }
+        });
+        socket.on('error', (e: NodeJS.ErrnoException) => (error = e.code));
+        socket.on('close', () => resolve({ answered, lostWrittenAt: writtenAt, error }));
+        send();
+      }),
+  );
+}
+
+describe('SIGTERM under load', () => {
+  it('keep-alive clients sending back to back: every request written before the signal gets an answer', async () => {
+    const server = await start();
+    const clients = Array.from({ length: 40 }, () => pingPong(server.port, 'GET /posts?limit=1 HTTP/1.1\r\nHost: localhost\r\n\r\n'));
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    const signalledAt = Date.now();
+    server.child.kill('SIGTERM');
+    const results = await Promise.all(clients);
+    expect(results.every((r) => r.answered > 0)).toBe(true);
+    // A request written after the signal may meet a closed connection; one written before it must be answered.
+    expect(results.filter((r) => r.lostWrittenAt !== undefined && r.lostWrittenAt < signalledAt)).toEqual([]);
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+  });
+});
