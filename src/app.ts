@@ -10,7 +10,8 @@ import { PostChanges } from './shared/post-changes.js';
 import { createTokensRepository } from './modules/tokens/tokens.repository.js';
 import { createValidatorCompiler } from './plugins/validation.js';
 import loggingPlugin, { createLogger, loggerOptions } from './plugins/logging.js';
-import errorHandler, { clientError, frameworkError } from './plugins/error-handler.js';
+import errorHandler, { clientError, connectRequest, frameworkError } from './plugins/error-handler.js';
+import httpHygienePlugin from './plugins/http-hygiene.js';
 import jsonBodyPlugin from './plugins/json-body.js';
 import databasePlugin from './plugins/database.js';
 import authPlugin from './plugins/auth.js';
@@ -27,6 +28,10 @@ declare module 'fastify' {
     links: Links;
     /** Committed changes to posts, for the fan-out worker and live streams. */
     postChanges: PostChanges;
+    /** Aborted when the app starts closing (SIGTERM): long-lived responses listen to it and end. */
+    closing: AbortSignal;
+    /** Starts shutting down: from now on every answer says `Connection: close`, and `closing` is aborted. */
+    beginClose(): void;
   }
 }
 
@@ -53,6 +58,9 @@ function requestIds(): () => string {
   return () => `${prefix}-${(++counter).toString(36)}`;
 }
 
+/** TRUST_PROXY as a hop count: the socket's peer and the n-1 entries of X-Forwarded-For nearest to it. */
+const trustHops = (hops: number) => (_address: string, hop: number) => hop < hops;
+
 /** Builds the whole application without listening: the server entry point, the tests and the benchmarks share it. */
 export async function buildApp(config: Readonly<Config>, options: BuildOptions = {}): Promise<FastifyInstance> {
   const nextRequestId = requestIds();
@@ -60,7 +68,17 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     // No logger for Fastify to manage: app.log is set below and requests get theirs from plugins/logging.ts.
     logger: false,
     bodyLimit: config.bodyLimit,
-    trustProxy: config.trustProxy,
+    // A hop count as proxy-addr counts it: the socket's peer is hop 0, then X-Forwarded-For from the right.
+    trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
+    // Node's requestTimeout counts from the first byte of a request until its body has fully arrived (headers
+    // included; headersTimeout bounds the headers alone and may not exceed it). Node enforces both by sweeping its
+    // connections every connectionsCheckingInterval (30 s by default): swept often enough that a short timeout holds.
+    requestTimeout: config.requestTimeoutMs,
+    http: {
+      requestTimeout: config.requestTimeoutMs,
+      headersTimeout: Math.min(60_000, config.requestTimeoutMs),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.requestTimeoutMs / 4))),
+    },
     requestIdHeader: false,
     genReqId: (req) => {
       const incoming = req.headers['x-request-id'];
@@ -74,6 +92,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     frameworkErrors: frameworkError,
     clientErrorHandler: clientError(nextRequestId),
   }).withTypeProvider<TypeBoxTypeProvider>();
+  // CONNECT never reaches Fastify: without a listener, Node drops the connection without a word.
+  app.server.on('connect', connectRequest(app, nextRequestId));
   app.log = options.logger === undefined ? createLogger(loggerOptions(config)) : options.logger || createLogger(false);
 
   app.setValidatorCompiler(createValidatorCompiler());
@@ -86,16 +106,22 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   // Graceful shutdown: close() reaps only the keep-alive connections that are idle at that moment. A connection
   // busy with an in-flight request would stay open after its response until the keep-alive timeout and hold the
   // process past its drain; answering `Connection: close` once closing has begun ends it with the response.
-  let closing = false;
+  // Long-lived responses (event streams) end themselves when `app.closing` aborts: when shutdown begins
+  // (server.ts calls beginClose() on SIGTERM) or at the latest when close() starts. Whatever is still open after
+  // SHUTDOWN_GRACE_MS is cut off (src/shutdown.ts), so no socket holds the process.
+  const closing = new AbortController();
+  app.decorate('closing', closing.signal);
+  app.decorate('beginClose', () => closing.abort());
   app.addHook('preClose', async () => {
-    closing = true;
+    closing.abort();
   });
   app.addHook('onSend', (_request, reply, payload, done) => {
-    if (closing) reply.header('connection', 'close');
+    if (closing.signal.aborted) reply.header('connection', 'close');
     done(null, payload);
   });
 
   await app.register(loggingPlugin);
+  await app.register(httpHygienePlugin);
   await app.register(errorHandler);
   await app.register(jsonBodyPlugin);
   const store =

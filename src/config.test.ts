@@ -42,3 +42,40 @@ describe('loadConfig REDIS_URL and REDIS_KEY_PREFIX', () => {
     expect(() => loadConfig({ REDIS_KEY_PREFIX: value })).toThrow(/^REDIS_KEY_PREFIX: /);
   });
 });
+
+describe('loadConfig TRUST_PROXY', () => {
+  it.each([
+    [undefined, false],
+    ['off', false],
+    ['0', false],
+    // `on` is one hop (a single reverse proxy), never "trust every hop": the leftmost entry is the client's text.
+    ['on', 1],
+    ['2', 2],
+    ['10.0.0.0/8, 127.0.0.1', ['10.0.0.0/8', '127.0.0.1']],
+    ['::1,fd00::/8,loopback', ['::1', 'fd00::/8', 'loopback']],
+  ])('TRUST_PROXY=%s is %j', (value, expected) => {
+    expect(loadConfig({ TRUST_PROXY: value }).trustProxy).toEqual(expected);
+  });
+
+  it.each(['maybe', '10.0.0.0/33', '999.1.1.1', '1.2.3.4,', '-1', '256', 'fd00::/129', '10.0.0.1/8/1'])('rejects TRUST_PROXY=%s, naming it', (value) => {
+    expect(() => loadConfig({ TRUST_PROXY: value })).toThrow(/^TRUST_PROXY: /);
+  });
+});
+
+describe('loadConfig REQUEST_TIMEOUT_MS and SHUTDOWN_GRACE_MS', () => {
+  it('defaults to 30 s and 10 s', () => {
+    const config = loadConfig({});
+    expect(config.requestTimeoutMs).toBe(30_000);
+    expect(config.shutdownGraceMs).toBe(10_000);
+  });
+
+  it.each([
+    ['REQUEST_TIMEOUT_MS', 'soon'],
+    ['REQUEST_TIMEOUT_MS', '0'],
+    ['REQUEST_TIMEOUT_MS', '50'],
+    ['SHUTDOWN_GRACE_MS', '-1'],
+    ['SHUTDOWN_GRACE_MS', '1.5'],
+  ])('rejects %s=%s, naming it', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
+  });
+});

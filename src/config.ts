@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
 import { URL_CHARACTER_CLASS } from './shared/links.js';
@@ -38,11 +39,19 @@ export const ConfigSchema = Type.Object({
   /** Argon2id memory cost in KiB; 19456 (19 MiB) is OWASP's recommended minimum. Lower only for tests. */
   passwordHashMemoryKib: Type.Integer({ minimum: 64, maximum: 4_194_304 }),
   pgPoolMax: Type.Integer({ minimum: 1, maximum: 1000 }),
-  trustProxy: Type.Boolean(),
   /** Shared state for several processes (rate-limit counters); unset: each process keeps its own in memory. */
   redisUrl: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$' })),
   /** Prefix of every Redis key the service writes, so several deployments (or test runs) can share one Redis. */
   redisKeyPrefix: Type.String({ pattern: '^[A-Za-z0-9:._-]{0,64}$' }),
+  /**
+   * Which proxies in front of the service are trusted to append to X-Forwarded-For: `false` (none), a hop count,
+   * or addresses/CIDRs. The client address is then the rightmost untrusted entry (CONTRACT §2).
+   */
+  trustProxy: Type.Union([Type.Literal(false), Type.Integer({ minimum: 1, maximum: 255 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })]),
+  /** A request whose headers and body have not fully arrived in this time is answered 408 and closed (CONTRACT §5). */
+  requestTimeoutMs: Type.Integer({ minimum: 100, maximum: 3_600_000 }),
+  /** SIGTERM: how long in-flight requests may take to finish before the connections still open are cut off. */
+  shutdownGraceMs: Type.Integer({ minimum: 0, maximum: 600_000 }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -83,6 +92,44 @@ function redisUrl(env: Env): string | undefined {
   return raw;
 }
 
+/** Names proxy-addr (Fastify's `trustProxy`) knows for address ranges, besides addresses and CIDRs. */
+const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** `[address]/prefix`: an IPv4 or IPv6 address with an optional prefix length in range for it. */
+function isAddressOrCidr(entry: string): boolean {
+  if (PROXY_RANGE_NAMES.has(entry)) return true;
+  const [address = '', prefix, ...rest] = entry.split('/');
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  if (!/^\d{1,3}$/.test(prefix)) return false;
+  return Number(prefix) <= (version === 4 ? 32 : 128);
+}
+
+/**
+ * TRUST_PROXY: `off` (the default: X-Forwarded-For is ignored), a hop count (`2`: the two proxies nearest the
+ * service are trusted), or a comma-separated list of proxy addresses/CIDRs (`10.0.0.0/8, 127.0.0.1`). `on` means
+ * one hop, a single reverse proxy in front: trusting every hop would make the leftmost entry, which the client
+ * writes itself, its address.
+ */
+function trustProxy(env: Env): false | number | string[] {
+  const raw = env.TRUST_PROXY?.trim() ?? '';
+  const lower = raw.toLowerCase();
+  if (['', 'off', 'false', 'no', '0'].includes(lower)) return false;
+  if (['on', 'true', 'yes'].includes(lower)) return 1;
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw);
+    if (hops > 255) throw new ConfigError('TRUST_PROXY', `a hop count must be at most 255, got "${raw}"`);
+    return hops;
+  }
+  const entries = raw.split(',').map((entry) => entry.trim());
+  const bad = entries.find((entry) => !isAddressOrCidr(entry));
+  if (bad !== undefined) {
+    throw new ConfigError('TRUST_PROXY', `must be "off", "on" (1 hop), a hop count, or a comma-separated list of addresses/CIDRs; "${bad}" is none of these`);
+  }
+  return entries;
+}
+
 /** Maps a config path (as TypeBox reports it) back to the environment variable that feeds it. */
 const VARIABLES: Record<string, string> = {
   '/port': 'PORT',
@@ -106,6 +153,8 @@ const VARIABLES: Record<string, string> = {
   '/trustProxy': 'TRUST_PROXY',
   '/redisUrl': 'REDIS_URL',
   '/redisKeyPrefix': 'REDIS_KEY_PREFIX',
+  '/requestTimeoutMs': 'REQUEST_TIMEOUT_MS',
+  '/shutdownGraceMs': 'SHUTDOWN_GRACE_MS',
 };
 
 export function loadConfig(env: Env = process.env): Readonly<Config> {
@@ -136,9 +185,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     bodyLimit: integer(env, 'BODY_LIMIT', 256 * 1024),
     passwordHashMemoryKib: integer(env, 'PASSWORD_HASH_MEMORY_KIB', 19_456),
     pgPoolMax: integer(env, 'PG_POOL_MAX', 10),
-    trustProxy: flag(env, 'TRUST_PROXY', false),
     redisUrl: redisUrl(env),
     redisKeyPrefix: env.REDIS_KEY_PREFIX ?? 'corkboard:',
+    trustProxy: trustProxy(env),
+    requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000),
+    shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000),
   };
   return Object.freeze(parseConfig(config));
 }

@@ -1,5 +1,6 @@
 import closeWithGrace from 'close-with-grace';
 import { buildApp } from './app.js';
+import { shutdown } from './shutdown.js';
 import { ConfigError, loadConfig } from './config.js';
 import { ensureAdmin } from './modules/users/users.service.js';
 
@@ -22,13 +23,36 @@ async function main(): Promise<void> {
     app.log.info({ username: config.adminUsername, outcome }, 'admin bootstrap');
   }
 
-  // SIGTERM/SIGINT: stop accepting, let in-flight requests finish (Fastify answers 503 to new ones meanwhile),
-  // close the database (onClose), exit 0. A second signal or 10 s without finishing forces the exit.
-  closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
-    if (err) app.log.error({ err }, 'shutting down after an error');
-    else app.log.info({ signal }, 'shutting down');
-    await app.close();
-  });
+  // SIGTERM/SIGINT (CONTRACT §5): stop accepting, let in-flight requests finish (answered `Connection: close`, see
+  // app.ts; Fastify answers 503 to new requests on open connections meanwhile), close idle keep-alive connections,
+  // cut off whatever is still open after SHUTDOWN_GRACE_MS (a client still sending, a stream), close the database
+  // (onClose), exit 0. close-with-grace's own timer is only a backstop past that, for a close() that hangs.
+  // A signal exits 0, always (CONTRACT §5): a failing or hanging close is logged, not turned into exit code 1,
+  // which supervisors read as a crash. An uncaught error still exits 1.
+  let bySignal = false;
+  closeWithGrace(
+    {
+      delay: config.shutdownGraceMs + 5_000,
+      onTimeout: (delay) => {
+        app.log.error({ delay }, 'shutdown did not finish in time: exiting');
+        if (bySignal) process.exit(0);
+      },
+    },
+    async ({ signal, err }) => {
+      if (err) {
+        app.log.error({ err }, 'shutting down after an error');
+        await shutdown(app, config.shutdownGraceMs);
+        return;
+      }
+      bySignal = true;
+      app.log.info({ signal }, 'shutting down');
+      try {
+        await shutdown(app, config.shutdownGraceMs);
+      } catch (error) {
+        app.log.error({ err: error }, 'shutdown failed');
+      }
+    },
+  );
 
   await app.listen({ port: config.port, host: config.host });
 }

@@ -23,12 +23,21 @@ const REDACT_PATHS = [
   ...['body', 'req.body', 'user', 'input'].flatMap((parent) => CREDENTIAL_FIELDS.map((field) => `${parent}.${field}`)),
 ];
 
+/**
+ * A URL as logged: the path, and `?[redacted]` for a query string. The query is the client's text and is logged
+ * before validation has refused what it should not carry (a password pasted into a URL, CONTRACT §1).
+ */
+function loggedUrl(url: string | undefined): string | undefined {
+  const query = url?.indexOf('?') ?? -1;
+  return query === -1 ? url : `${url!.slice(0, query)}?[redacted]`;
+}
+
 /** What a request and a response look like in a log line: the fields Fastify's own logger writes. */
 const serializers = {
   // Typed by what it reads: handlers may log a plain object as `req` too.
   req: (request: { method: string; url?: string; host?: string; ip?: string; socket?: { remotePort?: number } }) => ({
     method: request.method,
-    url: request.url,
+    url: loggedUrl(request.url),
     host: request.host,
     remoteAddress: request.ip,
     remotePort: request.socket?.remotePort,

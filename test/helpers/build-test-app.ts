@@ -23,6 +23,8 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     pgPoolMax: 10,
     trustProxy: false,
     redisKeyPrefix: 'corkboard-test:',
+    requestTimeoutMs: 30_000,
+    shutdownGraceMs: 10_000,
     ...overrides,
   });
 }

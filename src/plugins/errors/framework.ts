@@ -1,0 +1,76 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { allowOrigin } from '../security.js';
+import { sendError, writeRawError } from './reply.js';
+
+/**
+ * Fastify's `frameworkErrors`: what its router rejects before any route or hook runs, a path whose percent-encoding
+ * is not valid UTF-8 (`/users/%zz`) or a path segment longer than `maxParamLength`. Without this Fastify answers
+ * in a shape of its own, without a request id; here they get the service's error shapes and headers. On a path
+ * and method that a route takes, the request is malformed (400: no segment that long is an id, which is at most
+ * 19 digits); on any other path it is answered as every unknown path or method is (404, or 405 with Allow).
+ * Fastify gives these requests no logger of the service's, so the line goes to the app's.
+ */
+export function frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id).header('vary', 'Origin');
+  allowOrigin(request, reply);
+  const path = request.url.split('?')[0] ?? '/';
+  if (!request.server.allowedMethods(path).has(request.method)) {
+    request.server.refuseRequest(request, reply);
+    return;
+  }
+  const detail =
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? 'A path segment is longer than any identifier can be'
+      : error.code === 'FST_ERR_BAD_URL'
+        ? 'The path is not valid percent-encoded UTF-8'
+        : 'The request path is malformed';
+  request.server.log.info({ reqId: request.id, status: 400, code: error.code, detail }, 'request rejected');
+  void sendError(request, reply, { status: 400, detail, errors: [{ field: 'path', message: 'is malformed' }] });
+}
+
+/**
+ * Fastify's `clientErrorHandler`, for Node's `clientError`: a request whose HTTP framing is broken (a malformed
+ * request line or header, headers over the size limit) or that did not fully arrive within REQUEST_TIMEOUT_MS
+ * (Node's `requestTimeout`, which counts headers and body alike). No hook or error handler sees these. Fastify's
+ * default answers in a JSON shape of its own without a request id; here the answer is problem details with one,
+ * and the connection is closed (the stream cannot be trusted past the fault, and a slow sender must not keep its
+ * socket). The target is taken from the request line when it can be read.
+ */
+export function clientError(nextRequestId: () => string) {
+  // `rawPacket` is the bytes read so far, when Node has them (Fastify's types describe it as a JSON-serialized Buffer).
+  return function (this: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+    const detail =
+      status === 408 ? 'The request did not arrive in time' : status === 431 ? 'The request headers are too large' : 'The request is not well-formed HTTP';
+    const requestId = nextRequestId();
+    const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 2048) : '';
+    const target = /^[A-Z]+ (\/[\x21-\x7e]*) HTTP\/1\.[01]\r?\n/.exec(raw)?.[1];
+    this.log.info({ reqId: requestId, status, code: error.code, detail }, 'request rejected');
+    // A request that timed out while its body was arriving is already a request of Fastify's: its answer has not
+    // begun, so the raw answer is the only one the client gets.
+    writeRawError(socket, status, detail, requestId, target?.split('?')[0] ?? '/');
+  };
+}
+
+/**
+ * Node's `connect` event: with no listener, a CONNECT request (`CONNECT host:443 HTTP/1.1`) is dropped without an
+ * answer. The service is no proxy: a CONNECT to a path a route takes is 405 with Allow, any other target 400 (an
+ * authority such as `host:443` names no resource here). Then the connection is closed.
+ */
+export function connectRequest(app: FastifyInstance, nextRequestId: () => string) {
+  return (request: IncomingMessage, socket: Duplex): void => {
+    const requestId = nextRequestId();
+    const target = request.url ?? '';
+    const path = target.startsWith('/') ? (target.split('?')[0] ?? '/') : undefined;
+    const allowed = path === undefined ? new Set<string>() : app.allowedMethods(path);
+    app.log.info({ reqId: requestId, method: 'CONNECT', status: allowed.size > 0 ? 405 : 400 }, 'request rejected');
+    if (allowed.size > 0) {
+      writeRawError(socket, 405, `CONNECT is not allowed on ${path}`, requestId, path ?? '/', { Allow: [...allowed].sort().join(', ') });
+    } else {
+      writeRawError(socket, 400, 'The service is not a proxy: CONNECT is not supported', requestId, '/');
+    }
+  };
+}

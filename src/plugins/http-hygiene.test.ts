@@ -1,0 +1,164 @@
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { buildApp } from '../app.js';
+import type { Config } from '../config.js';
+import { buildTestApp, testConfig } from '../../test/helpers/build-test-app.js';
+import { freshDatabase } from '../../test/helpers/database.js';
+import { publish } from '../../test/helpers/api.js';
+import { signUp } from '../../test/helpers/factories.js';
+import { createLogger, loggerOptions } from './logging.js';
+
+const PROBLEM = 'application/problem+json; charset=utf-8';
+
+type Line = Record<string, unknown>;
+
+/** The production app logging at info into an array of raw lines. */
+async function appWithLog(overrides: Partial<Config> = {}): Promise<{ app: FastifyInstance; lines: string[] }> {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  const { store, drop } = await freshDatabase();
+  const app = await buildApp(testConfig(overrides), { store, logger: createLogger(loggerOptions({ logLevel: 'info' }), stream) });
+  await app.ready();
+  onTestFinished(async () => {
+    await app.close();
+    await drop();
+  });
+  return { app, lines };
+}
+
+/** CONTRACT §1: a query parameter the operation does not define is a 400 naming it, on every route. */
+describe('unknown query parameters', () => {
+  it.each(['/users?password=hunter2', '/health?verbose=1', '/users/1?password=hunter2', '/openapi.json?x=1', '/posts?limit=1&password=hunter2'])(
+    'GET %s: 400 naming the parameter',
+    async (url) => {
+      const app = await buildTestApp();
+      const res = await app.inject({ method: 'GET', url });
+      expect(res.statusCode).toBe(400);
+      expect(res.headers['content-type']).toBe(PROBLEM);
+      const name = [...new URLSearchParams(url.split('?')[1]).keys()].find((key) => key !== 'limit');
+      expect(res.json().errors).toEqual([{ field: name, message: 'is not an allowed field' }]);
+    },
+  );
+
+  it('under /boards: 400 in the envelope', async () => {
+    const app = await buildTestApp();
+    const res = await app.inject({ method: 'GET', url: '/boards?password=hunter2' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: '400', data: null, errors: [{ field: 'password', message: 'is not an allowed field' }] });
+  });
+
+  it('the parameters a route defines still work', async () => {
+    const app = await buildTestApp();
+    const user = await signUp(app);
+    await publish(app, user, 'one');
+    await publish(app, user, 'two');
+    const res = await app.inject({ method: 'GET', url: '/posts?limit=1' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toHaveLength(1);
+  });
+
+  it('a query string is never logged, only the path', async () => {
+    const { app, lines } = await appWithLog();
+    const res = await app.inject({ method: 'GET', url: '/users?password=hunter2' });
+    expect(res.statusCode).toBe(400);
+    expect(lines.join('')).not.toContain('hunter2');
+    const incoming = lines.map((line) => JSON.parse(line) as Line).find((line) => line.msg === 'incoming request');
+    expect((incoming?.req as Line).url).toBe('/users?[redacted]');
+  });
+});
+
+/** CONTRACT §5: a 400 lists at most 20 field problems, and its log line stays small, whatever the bad body. */
+describe('a body of many unknown keys', () => {
+  const junk = (count: number, keyLength = 8) => Object.fromEntries(Array.from({ length: count }, (_, i) => [`k${String(i).padStart(keyLength, '0')}`, 1]));
+
+  it('23,000 unknown keys: 400 with 20 field problems, a small answer and a small log line', async () => {
+    const { app, lines } = await appWithLog();
+    const body = JSON.stringify({ username: 'someone', password: 'correct horse battery', ...junk(23_000, 5) });
+    expect(body.length).toBeGreaterThan(200_000);
+    const res = await app.inject({ method: 'POST', url: '/users', headers: { 'content-type': 'application/json' }, payload: body });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().errors).toHaveLength(20);
+    expect(res.json().errors[0]).toEqual({ field: 'k00000', message: 'is not an allowed field' });
+    expect(res.body.length).toBeLessThan(4096);
+    const rejected = lines.find((line) => line.includes('"request rejected"'));
+    expect(rejected).toBeDefined();
+    expect(rejected!.length).toBeLessThan(4096);
+  });
+
+  it('a few unknown keys and a missing field are all named', async () => {
+    const app = await buildTestApp();
+    const res = await app.inject({ method: 'POST', url: '/users', payload: { username: 'someone', extra: 1, other: 2 } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().errors).toEqual(
+      expect.arrayContaining([
+        { field: 'password', message: 'is required' },
+        { field: 'extra', message: 'is not an allowed field' },
+        { field: 'other', message: 'is not an allowed field' },
+      ]),
+    );
+  });
+
+  it('a 100,000-character unknown key is named by its first 100 characters', async () => {
+    const { app, lines } = await appWithLog();
+    const key = 'x'.repeat(100_000);
+    const res = await app.inject({ method: 'POST', url: '/users', payload: { username: 'someone', password: 'correct horse battery', [key]: 1 } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().errors).toEqual([{ field: `${'x'.repeat(100)}…`, message: 'is not an allowed field' }]);
+    expect(lines.every((line) => line.length < 4096)).toBe(true);
+  });
+});
+
+/** CONTRACT §2: with TRUST_PROXY, the client address is the rightmost untrusted X-Forwarded-For entry. */
+describe('TRUST_PROXY and the client address', () => {
+  const limited = { rateLimit: { enabled: true, max: 2, authMax: 2, windowMs: 60_000 } };
+  const get = (app: FastifyInstance, forwarded: string | undefined) =>
+    app.inject({ method: 'GET', url: '/posts', remoteAddress: '10.0.0.1', headers: forwarded ? { 'x-forwarded-for': forwarded } : {} });
+
+  it('one hop: a client cannot pick its rate-limit key by writing X-Forwarded-For itself', async () => {
+    const app = await buildTestApp({ ...limited, trustProxy: 1 });
+    // The proxy appends the address it saw (203.0.113.7) to whatever the client sent.
+    expect((await get(app, '1.1.1.1, 203.0.113.7')).statusCode).toBe(200);
+    expect((await get(app, '2.2.2.2, 203.0.113.7')).statusCode).toBe(200);
+    expect((await get(app, '3.3.3.3, 203.0.113.7')).statusCode).toBe(429);
+    // Another client behind the same proxy has its own budget.
+    expect((await get(app, '1.1.1.1, 198.51.100.9')).statusCode).toBe(200);
+  });
+
+  it('a list of proxies: entries from trusted addresses are skipped, the first untrusted one is the client', async () => {
+    const { app, lines } = await appWithLog({ trustProxy: ['10.0.0.0/8'] });
+    await get(app, '1.1.1.1, 203.0.113.7, 10.0.0.2');
+    const incoming = lines.map((line) => JSON.parse(line) as Line).find((line) => line.msg === 'incoming request');
+    expect((incoming?.req as Line).remoteAddress).toBe('203.0.113.7');
+  });
+
+  it('off: X-Forwarded-For is ignored', async () => {
+    const app = await buildTestApp({ ...limited, trustProxy: false });
+    expect((await get(app, '1.1.1.1')).statusCode).toBe(200);
+    expect((await get(app, '2.2.2.2')).statusCode).toBe(200);
+    expect((await get(app, '3.3.3.3')).statusCode).toBe(429);
+  });
+});
+
+/** A DELETE may carry a body: it is held to the same rules as any other (415 not JSON, 413 too large). */
+describe('DELETE with a body', () => {
+  it('415 for a body that is not JSON, 413 for one over the limit, and the post stays', async () => {
+    const app = await buildTestApp({ bodyLimit: 1024 });
+    const user = await signUp(app);
+    const post = await publish(app, user, 'kept');
+    const url = `/posts/${post.id}`;
+    const auth = { authorization: `Bearer ${user.token}` };
+    const text = await app.inject({ method: 'DELETE', url, headers: { ...auth, 'content-type': 'text/plain' }, payload: 'hello' });
+    expect(text.statusCode).toBe(415);
+    expect(text.headers['content-type']).toBe(PROBLEM);
+    const big = await app.inject({ method: 'DELETE', url, headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify({ x: 'y'.repeat(2000) }) });
+    expect(big.statusCode).toBe(413);
+    expect(big.headers['content-type']).toBe(PROBLEM);
+    expect((await app.inject({ method: 'GET', url })).statusCode).toBe(200);
+  });
+});

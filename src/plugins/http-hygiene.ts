@@ -1,0 +1,70 @@
+import fp from 'fastify-plugin';
+import type { FastifyRequest } from 'fastify';
+import { AppError } from '../shared/errors.js';
+import { sendError } from './errors/reply.js';
+import { allowOrigin } from './security.js';
+
+/** The querystring of a route that defines none: no parameter at all is allowed. */
+const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false } as const;
+
+/**
+ * Requests the HTTP layer refuses before any route runs, and the query rule of CONTRACT §1.
+ *
+ * - A query parameter that the operation does not define is a 400 naming it, as an unknown body field is, on
+ *   every route: a route without a querystring schema gets an empty, closed one, and a route's own querystring
+ *   schema is closed (`additionalProperties: false`) if it was not. This runs before the error handler's onRoute
+ *   hook, so the OpenAPI document lists the 400 these routes can now answer.
+ * - A request target in absolute form (`GET http://host/posts HTTP/1.1`) is refused with 400: Fastify would route
+ *   its path but keep the whole target as `request.url`, which ends up in Link headers and `instance`. Proxies
+ *   send that form; clients of an origin server send a path (RFC 9112 §3.2.1). `*` (OPTIONS) is left to routing.
+ * - Two Host headers are a 400 (RFC 9112 §3.2: "more than one Host header line"); Node keeps only the first,
+ *   so which host the request meant is ambiguous.
+ */
+export default fp(
+  async (app) => {
+    app.addHook('onRoute', (route) => {
+      const schema = (route.schema ??= {}) as { querystring?: Record<string, unknown>; hide?: boolean };
+      if (schema.querystring === undefined) {
+        schema.querystring = { ...NO_QUERY };
+      } else if (schema.querystring.additionalProperties === undefined) {
+        schema.querystring = { ...schema.querystring, additionalProperties: false };
+      }
+    });
+
+    app.addHook('onRequest', (request, reply, done) => {
+      const problem = malformedTarget(request);
+      if (problem === undefined) {
+        done();
+        return;
+      }
+      reply.header('x-request-id', request.id).header('vary', 'Origin');
+      allowOrigin(request, reply);
+      request.log.info({ status: 400, detail: problem.message }, 'request rejected');
+      void sendError(request, reply, { status: 400, detail: problem.message, errors: problem.errors });
+    });
+  },
+  { name: 'http-hygiene' },
+);
+
+/** Why the request line or Host is unacceptable, or undefined when it is fine. */
+function malformedTarget(request: FastifyRequest): AppError | undefined {
+  const raw = request.raw.url ?? '';
+  if (raw.charCodeAt(0) !== 47 /* / */ && raw !== '*') {
+    // `request.url` is the absolute target: answer with its path only, never the client's host.
+    overrideUrl(request, '/');
+    return AppError.badRequest('target', 'must be a path (origin form), not an absolute URL');
+  }
+  const headers = request.raw.rawHeaders;
+  let hosts = 0;
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host' && ++hosts > 1) return AppError.badRequest('host', 'must be sent once');
+  }
+  return undefined;
+}
+
+/** The error answer's `instance` and shape come from `request.url`: for an absolute target, use `/`. */
+function overrideUrl(request: FastifyRequest, url: string): void {
+  Object.defineProperty(request, 'url', { value: url, configurable: true });
+}
+

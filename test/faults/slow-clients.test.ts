@@ -1,0 +1,117 @@
+import type net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { e2eDatabase, killLeftovers, startServer, type E2eDatabase, type ServerProcess } from '../helpers/server-process.js';
+import { collect, connect, parseResponse, rawRequest, rssMiB } from './socket.js';
+
+/**
+ * Faults from slow clients, against the built server as a real process (CONTRACT §5): a request whose headers
+ * and body have not fully arrived within REQUEST_TIMEOUT_MS is answered 408 and closed, so slow senders cannot
+ * hold sockets or memory without bound, and the server keeps answering everyone else meanwhile.
+ */
+
+const TIMEOUT_MS = 1000;
+let db: E2eDatabase;
+let server: ServerProcess;
+
+beforeAll(async () => {
+  db = await e2eDatabase();
+  server = await startServer({ databaseUrl: db.url, env: { REQUEST_TIMEOUT_MS: String(TIMEOUT_MS) } });
+});
+afterAll(async () => {
+  await killLeftovers();
+  await db?.drop();
+}, 60_000);
+
+/** A POST that announces 100,000 bytes and then sends one every `everyMs`, until the connection ends. */
+async function dribble(port: number, everyMs: number): Promise<{ socket: net.Socket; outcome: ReturnType<typeof collect> }> {
+  const socket = await connect(port);
+  const outcome = collect(socket, 20_000);
+  socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
+  const timer = setInterval(() => {
+    if (!socket.destroyed && socket.writable) socket.write(' ');
+  }, everyMs);
+  void outcome.finally(() => clearInterval(timer));
+  return { socket, outcome };
+}
+
+describe('slow senders', () => {
+  it('a body sent a byte at a time: 408 in problem+json with a request id, then the connection is closed', async () => {
+    const { outcome } = await dribble(server.port, 100);
+    const { text, ending, ms } = await outcome;
+    expect(ending).toBe('close');
+    const res = parseResponse(text);
+    expect(res.status).toBe(408);
+    expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8');
+    expect(res.headers['x-request-id']).toMatch(/\S/);
+    expect(res.headers.connection).toBe('close');
+    expect(JSON.parse(res.body)).toMatchObject({ status: 408, title: 'Request Timeout' });
+    // The timeout, Node's check interval (a quarter of it) and the linger before the socket is destroyed.
+    expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+    expect(ms).toBeLessThan(TIMEOUT_MS * 4);
+  });
+
+  it('headers sent a line at a time: 408 and closed', async () => {
+    const socket = await connect(server.port);
+    const outcome = collect(socket, 20_000);
+    socket.write('GET /posts HTTP/1.1\r\n');
+    const timer = setInterval(() => socket.writable && socket.write('X-Slow: 1\r\n'), 100);
+    const { text, ending, ms } = await outcome;
+    clearInterval(timer);
+    expect(parseResponse(text).status).toBe(408);
+    expect(ending).toBe('close');
+    expect(ms).toBeLessThan(TIMEOUT_MS * 4);
+  });
+
+  it('300 slow senders at once: all answered 408 and closed, others served quickly meanwhile, memory bounded', async () => {
+    const before = await rssMiB(server.pid);
+    const senders = await Promise.all(Array.from({ length: 300 }, () => dribble(server.port, 200)));
+    // Meanwhile an ordinary client is served promptly.
+    const started = Date.now();
+    const health = await fetch(`${server.url}/posts?limit=1`);
+    expect(health.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(1000);
+
+    const outcomes = await Promise.all(senders.map((s) => s.outcome));
+    expect(outcomes.filter((o) => o.ending !== 'close' || parseResponse(o.text).status !== 408)).toEqual([]);
+    const after = await rssMiB(server.pid);
+    expect(after - before).toBeLessThan(100);
+    // Still serving, and the connections are gone (a new request is answered at once).
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+});
+
+describe('malformed requests over a raw socket', () => {
+  it('an absolute-form target is 400 and no Link or instance carries the client host', async () => {
+    const { text } = await rawRequest(server.port, 'GET http://evil.example/posts?limit=1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+    const res = parseResponse(text);
+    expect(res.status).toBe(400);
+    expect(res.headers.link).toBeUndefined();
+    expect(text).not.toContain('evil.example');
+    expect(JSON.parse(res.body)).toMatchObject({ status: 400, instance: '/', errors: [{ field: 'target' }] });
+  });
+
+  it('two Host headers: 400 naming host', async () => {
+    const { text } = await rawRequest(server.port, 'GET /posts HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\nConnection: close\r\n\r\n');
+    const res = parseResponse(text);
+    expect(res.status).toBe(400);
+    expect(res.headers['x-request-id']).toMatch(/\S/);
+    expect(JSON.parse(res.body)).toMatchObject({ errors: [{ field: 'host', message: 'must be sent once' }] });
+  });
+
+  it('CONNECT to a host: 400 in problem+json with a request id, then closed', async () => {
+    const { text, ending } = await rawRequest(server.port, 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n');
+    const res = parseResponse(text);
+    expect(res.status).toBe(400);
+    expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8');
+    expect(res.headers['x-request-id']).toMatch(/\S/);
+    expect(ending).toBe('close');
+  });
+
+  it('CONNECT to a known path: 405 with Allow', async () => {
+    const { text } = await rawRequest(server.port, 'CONNECT /posts HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    const res = parseResponse(text);
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe('GET, HEAD');
+    expect(JSON.parse(res.body)).toMatchObject({ status: 405, instance: '/posts' });
+  });
+});
