@@ -10,6 +10,7 @@ import { createValidatorCompiler } from './plugins/validation.js';
 import loggingPlugin, { createLogger, loggerOptions } from './plugins/logging.js';
 import errorHandler, { clientError, frameworkError } from './plugins/error-handler.js';
 import jsonBodyPlugin from './plugins/json-body.js';
+import compressionPlugin from './plugins/compression.js';
 import databasePlugin from './plugins/database.js';
 import authPlugin from './plugins/auth.js';
 import securityPlugin from './plugins/security.js';
@@ -93,6 +94,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(loggingPlugin);
   await app.register(errorHandler);
   await app.register(jsonBodyPlugin);
+  // Before every route (and before Swagger UI's static files): it hooks each route as the route is declared.
+  await app.register(compressionPlugin);
   await app.register(databasePlugin, {
     database: options.database ?? createDatabase(config.databaseUrl, { poolMax: config.pgPoolMax }),
     migrate: options.migrate ?? true,
