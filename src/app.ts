@@ -13,6 +13,7 @@ import loggingPlugin, { createLogger, loggerOptions } from './plugins/logging.js
 import errorHandler, { clientError, connectRequest, frameworkError } from './plugins/error-handler.js';
 import httpHygienePlugin from './plugins/http-hygiene.js';
 import jsonBodyPlugin from './plugins/json-body.js';
+import compressionPlugin from './plugins/compression.js';
 import databasePlugin from './plugins/database.js';
 import authPlugin from './plugins/auth.js';
 import securityPlugin from './plugins/security.js';
@@ -124,6 +125,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(httpHygienePlugin);
   await app.register(errorHandler);
   await app.register(jsonBodyPlugin);
+  // Before every route (and before Swagger UI's static files): it hooks each route as the route is declared.
+  await app.register(compressionPlugin);
   const store =
     options.store ??
     openStore(config.databaseUrl, {

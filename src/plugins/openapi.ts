@@ -20,7 +20,10 @@ export default fp(
             'Community API: users, a follow graph, posts with replies and recommends, and a bulletin board. ' +
             'Errors are RFC 9457 problem details, except under /boards, which answers in the {code, message, data} envelope.',
         },
-        servers: [{ url: app.config.publicUrl }],
+        // Relative: "Try it out" calls the origin /docs was loaded from (localhost, 127.0.0.1, a proxy's name), which
+        // the page's CSP (connect-src 'self') allows; PUBLIC_URL stays the base of the links in the answers. It
+        // also keeps the committed openapi.json independent of the machine's PUBLIC_URL.
+        servers: [{ url: '/', description: 'The origin this document is served from' }],
         components: {
           securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'A token from POST /tokens' } },
         },
