@@ -55,7 +55,7 @@ async function call(
   return res;
 }
 
-/** Every user, following the `Link: rel="next"` pages (their absolute URLs carry the public base; inject takes the path). */
+/** Every user, following the `Link: rel="next"` pages. */
 async function listUsers(app: FastifyInstance): Promise<ListedUser[]> {
   const users: ListedUser[] = [];
   let next: string | undefined = '/users?limit=100';
@@ -64,10 +64,10 @@ async function listUsers(app: FastifyInstance): Promise<ListedUser[]> {
     users.push(...(res.json() as ListedUser[]));
     const link = res.headers.link;
     const match = typeof link === 'string' ? /<([^>]+)>;\s*rel="next"/.exec(link) : null;
-    next = match ? (() => {
-      const url = new URL(match[1]!);
-      return `${url.pathname}${url.search}`;
-    })() : undefined;
+    // The link is the public base (which may carry a path prefix for a reverse proxy) plus the route's path.
+    const href = match?.[1];
+    next = href?.startsWith(app.config.publicUrl) ? href.slice(app.config.publicUrl.length) : undefined;
+    if (href && next === undefined) throw new SeedError(`GET /users answered a next link outside ${app.config.publicUrl}: ${href}`);
   }
   return users;
 }

@@ -124,11 +124,22 @@ describe('corkboard seed --demo', () => {
     const used = await startServer({ databaseUrl: url });
     const signUp = await request(used.url, 'POST', '/users', { body: { username: 'someone_else', password: 'a-real-password' } });
     expect(signUp.status).toBe(201);
+    // More than one page of GET /users (at most 100 a page), so the seed must follow the next links to count them.
+    for (let batch = 0; batch < 10; batch++) {
+      const created = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          request(used.url, 'POST', '/users', { body: { username: `neighbour_${batch * 10 + i}`, password: 'a-real-password' } }),
+        ),
+      );
+      expect(created.map((r) => r.status)).toEqual(Array(10).fill(201));
+    }
     await used.stop();
     const before = await rowCounts(url);
 
-    const refused = await runCli(['seed', '--demo'], { DATABASE_URL: url });
+    // A public base with a path (behind a reverse proxy): the next links carry it.
+    const refused = await runCli(['seed', '--demo'], { DATABASE_URL: url, PUBLIC_URL: 'http://corkboard.example/community' });
     expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('101 user(s) that are not demo users');
     expect(refused.stderr).toContain('someone_else');
     expect(refused.stderr).toContain('--force');
     expect(refused.stdout).toBe('');
@@ -137,12 +148,13 @@ describe('corkboard seed --demo', () => {
     const forced = await runCli(['seed', '--demo', '--force'], { DATABASE_URL: url });
     expect(forced.code, forced.stderr).toBe(0);
     const server = await startServer({ databaseUrl: url });
-    const listed = await request(server.url, 'GET', '/users?limit=100');
-    expect(listed.json<User[]>().map((u) => u.username).sort()).toEqual(
-      [...DEMO_USERS.map((u) => u.username), 'someone_else'].sort(),
-    );
+    for (const demo of DEMO_USERS) {
+      const found = await request(server.url, 'GET', `/users?username=${demo.username}`);
+      expect(found.json<User[]>().map((u) => u.displayName)).toEqual([demo.displayName]);
+    }
     await server.stop();
     const seeded = await rowCounts(url);
+    expect(seeded.users).toBe(101 + DEMO_USERS.length);
 
     // Demo data present next to the other user: nothing to do, even without --force.
     const again = await runCli(['seed', '--demo'], { DATABASE_URL: url });
