@@ -55,21 +55,24 @@ async function call(
   return res;
 }
 
-/** Every user, following the `Link: rel="next"` pages. */
-async function listUsers(app: FastifyInstance): Promise<ListedUser[]> {
-  const users: ListedUser[] = [];
-  let next: string | undefined = '/users?limit=100';
-  while (next) {
-    const res = await call(app, 'GET', next);
-    users.push(...(res.json() as ListedUser[]));
-    const link = res.headers.link;
-    const match = typeof link === 'string' ? /<([^>]+)>;\s*rel="next"/.exec(link) : null;
-    // The link is the public base (which may carry a path prefix for a reverse proxy) plus the route's path.
-    const href = match?.[1];
-    next = href?.startsWith(app.config.publicUrl) ? href.slice(app.config.publicUrl.length) : undefined;
-    if (href && next === undefined) throw new SeedError(`GET /users answered a next link outside ${app.config.publicUrl}: ${href}`);
+/** The demo users that exist, looked up by name (GET /users?username= matches case-insensitively). */
+async function presentDemoUsers(app: FastifyInstance): Promise<ListedUser[]> {
+  const found: ListedUser[] = [];
+  for (const { username } of DEMO_USERS) {
+    const res = await call(app, 'GET', `/users?username=${username}`);
+    found.push(...(res.json() as ListedUser[]));
   }
-  return users;
+  return found;
+}
+
+/**
+ * A few users that are not demo users, or none. One short page is enough whatever the size of the database: at
+ * most DEMO_USERS.length users are demo users, so a page longer than that holds another user if one exists.
+ */
+async function someOtherUsers(app: FastifyInstance): Promise<ListedUser[]> {
+  const demoNames = new Set(DEMO_USERS.map((u) => u.username.toLowerCase()));
+  const res = await call(app, 'GET', `/users?limit=${DEMO_USERS.length + 5}`);
+  return (res.json() as ListedUser[]).filter((u) => !demoNames.has(u.username.toLowerCase()));
 }
 
 async function signIn(app: FastifyInstance, username: string): Promise<Session | undefined> {
@@ -109,20 +112,17 @@ export async function seedDemo(baseConfig: Readonly<Config>, options: SeedOption
 }
 
 async function seed(app: FastifyInstance, options: SeedOptions, io: CommandOutput): Promise<number> {
-  const demoNames = new Set(DEMO_USERS.map((u) => u.username.toLowerCase()));
-  const everyone = await listUsers(app);
-  const present = everyone.filter((u) => demoNames.has(u.username.toLowerCase()));
-  const others = everyone.filter((u) => !demoNames.has(u.username.toLowerCase()));
-
+  const present = await presentDemoUsers(app);
   if (present.length === DEMO_USERS.length && (await seedCompleted(app, present))) {
     io.out(`the demo data is already there (${present.length} demo users): nothing to do\n`);
     printSignIn(io);
     return 0;
   }
-  if (others.length > 0 && !options.force) {
-    const names = others.slice(0, 5).map((u) => u.username).join(', ');
+  const others = options.force ? [] : await someOtherUsers(app);
+  if (others.length > 0) {
+    const names = others.slice(0, 3).map((u) => u.username).join(', ');
     io.err(
-      `refusing to seed: the database already holds ${others.length} user(s) that are not demo users (${names}${others.length > 5 ? ', …' : ''}).\n` +
+      `refusing to seed: the database already holds users that are not demo users (${names}${others.length > 3 ? ', …' : ''}).\n` +
         'Point DATABASE_URL at a new database, or pass --force to add the demo community next to them.\n',
     );
     return 1;
