@@ -14,7 +14,6 @@ import { createDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { ensureAdmin } from '../src/modules/users/users.service.js';
 import { backup, restore, type CommandOutput } from './backup-restore.js';
-import { seedDemo } from './seed-demo.js';
 
 const USAGE = [
   'usage: corkboard migrate',
@@ -46,6 +45,8 @@ async function fileCommand(command: string, args: string[]): Promise<number | un
       process.stderr.write(`corkboard seed: only --demo data exists for now\n${USAGE}\n`);
       return 2;
     }
+    // Loaded only here: it pulls in the whole application, which backup and restore do not need.
+    const { seedDemo } = await import('./seed-demo.js');
     return seedDemo(config, { force: flags.has('--force') }, io);
   }
   const [file, extra] = positional;
