@@ -72,6 +72,11 @@ async function main(argv: string[]): Promise<number> {
   const [command, username] = argv;
   const handled = await fileCommand(command ?? '', argv.slice(1));
   if (handled !== undefined) return handled;
+  if (command !== 'migrate' && !(command === 'create-admin' && username)) {
+    // Before opening the database: a mistyped command must not create an empty database file.
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
   // The admin bootstrap variables belong to the server; this command takes the name as an argument.
   const config = loadConfig({ ...process.env, ADMIN_USERNAME: undefined, ADMIN_PASSWORD: undefined });
   const database = createDatabase(config.databaseUrl, { poolMax: 2 });
