@@ -4,13 +4,57 @@
  *   corkboard migrate                     bring the database schema up to date
  *   corkboard create-admin <username>     create an admin (password from ADMIN_PASSWORD or the first line of stdin),
  *                                         or promote an existing user of that name to admin
+ *   corkboard seed --demo [--force]       fill the database with a small demo community, through the API
+ *   corkboard backup <file> [--force]     online copy of the SQLite database while the server runs
+ *   corkboard restore <file>              replace the SQLite database with a backup (server stopped)
  */
 import { createInterface } from 'node:readline';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { openStore } from '../src/db/open.js';
 import { ensureAdmin } from '../src/modules/users/users.service.js';
+import { backup, restore, type CommandOutput } from './backup-restore.js';
 
-const USAGE = 'usage: corkboard migrate | corkboard create-admin <username>  (password: ADMIN_PASSWORD or stdin)';
+const USAGE = [
+  'usage: corkboard migrate',
+  '       corkboard create-admin <username>   (password: ADMIN_PASSWORD or stdin)',
+  '       corkboard seed --demo [--force]',
+  '       corkboard backup <file> [--force]',
+  '       corkboard restore <file>',
+].join('\n');
+
+const io: CommandOutput = {
+  out: (text) => process.stdout.write(text),
+  err: (text) => process.stderr.write(text),
+};
+
+/** seed, backup and restore: they open the database their own way (restore must not open it at all beforehand). */
+async function fileCommand(command: string, args: string[]): Promise<number | undefined> {
+  if (command !== 'seed' && command !== 'backup' && command !== 'restore') return undefined;
+  const flags = new Set(args.filter((a) => a.startsWith('--')));
+  const positional = args.filter((a) => !a.startsWith('--'));
+  const known = command === 'seed' ? ['--demo', '--force'] : command === 'backup' ? ['--force'] : [];
+  const unknown = [...flags].find((f) => !known.includes(f));
+  if (unknown) {
+    process.stderr.write(`corkboard ${command}: unknown option ${unknown}\n${USAGE}\n`);
+    return 2;
+  }
+  const config = loadConfig({ ...process.env, ADMIN_USERNAME: undefined, ADMIN_PASSWORD: undefined });
+  if (command === 'seed') {
+    if (!flags.has('--demo') || positional.length) {
+      process.stderr.write(`corkboard seed: only --demo data exists for now\n${USAGE}\n`);
+      return 2;
+    }
+    // Loaded only here: it pulls in the whole application, which backup and restore do not need.
+    const { seedDemo } = await import('./seed-demo.js');
+    return seedDemo(config, { force: flags.has('--force') }, io);
+  }
+  const [file, extra] = positional;
+  if (!file || extra !== undefined) {
+    process.stderr.write(`corkboard ${command}: give exactly one file\n${USAGE}\n`);
+    return 2;
+  }
+  return command === 'backup' ? backup(config.databaseUrl, file, flags.has('--force'), io) : restore(config.databaseUrl, file, io);
+}
 
 async function readPassword(): Promise<string | undefined> {
   if (process.env.ADMIN_PASSWORD) return process.env.ADMIN_PASSWORD;
@@ -25,6 +69,13 @@ async function readPassword(): Promise<string | undefined> {
 
 async function main(argv: string[]): Promise<number> {
   const [command, username] = argv;
+  const handled = await fileCommand(command ?? '', argv.slice(1));
+  if (handled !== undefined) return handled;
+  if (command !== 'migrate' && !(command === 'create-admin' && username)) {
+    // Before opening the database: a mistyped command must not create an empty database file.
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
   // The admin bootstrap variables belong to the server; this command takes the name as an argument.
   const config = loadConfig({ ...process.env, ADMIN_USERNAME: undefined, ADMIN_PASSWORD: undefined });
   const store = openStore(config.databaseUrl, {
