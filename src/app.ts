@@ -9,6 +9,7 @@ import { createSerializerCompiler } from './plugins/serialization.js';
 import { createValidatorCompiler } from './plugins/validation.js';
 import loggingPlugin, { createLogger, loggerOptions } from './plugins/logging.js';
 import errorHandler, { clientError, frameworkError } from './plugins/error-handler.js';
+import routeDocsPlugin from './plugins/route-docs.js';
 import jsonBodyPlugin from './plugins/json-body.js';
 import databasePlugin from './plugins/database.js';
 import authPlugin from './plugins/auth.js';
@@ -92,6 +93,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
 
   await app.register(loggingPlugin);
   await app.register(errorHandler);
+  await app.register(routeDocsPlugin);
   await app.register(jsonBodyPlugin);
   await app.register(databasePlugin, {
     database: options.database ?? createDatabase(config.databaseUrl, { poolMax: config.pgPoolMax }),

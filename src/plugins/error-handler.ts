@@ -1,9 +1,9 @@
 import { STATUS_CODES } from 'node:http';
 import fp from 'fastify-plugin';
 import type { Duplex } from 'node:stream';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, type FieldError } from '../shared/errors.js';
-import { EnvelopeErrorSchema, PATTERN_MESSAGES, ProblemSchema } from '../shared/schemas.js';
+import { PATTERN_MESSAGES } from '../shared/schemas.js';
 import { allowOrigin } from './security.js';
 
 declare module 'fastify' {
@@ -183,36 +183,6 @@ export function clientError(nextRequestId: () => string) {
   };
 }
 
-/**
- * Every route declares the errors particular to it (401, 403, 404, 409); the ones any route can answer are added
- * here so that no route forgets them: 400 when it takes input, 413 and 415 when it takes a body, 429 and 500
- * always. The schema drives serialization and the OpenAPI document alike.
- */
-function documentErrors(route: RouteOptions): void {
-  const schema = route.schema;
-  if (!schema || schema.hide) return;
-  const response = (schema.response ??= {}) as Record<string, unknown>;
-  const board = isBoardRequest(route.url);
-  const shape = board ? EnvelopeErrorSchema : ProblemSchema;
-  const add = (status: number, description: string) => {
-    if (response[status] === undefined) {
-      response[status] = board
-        ? { description, ...shape }
-        : { description, content: { 'application/problem+json': { schema: shape } } };
-    }
-  };
-  if (schema.body || schema.params || schema.querystring) add(400, 'Malformed request: the field is named in `errors`');
-  if ((schema.security as Array<Record<string, unknown>> | undefined)?.some((requirement) => 'bearerAuth' in requirement)) {
-    add(401, 'The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate)');
-  }
-  if (schema.body) {
-    add(413, 'Request body too large');
-    add(415, 'Request body is not application/json');
-  }
-  add(429, 'Too many requests; see Retry-After');
-  add(500, 'Unexpected failure; the body carries a request id that is also in the log');
-}
-
 /** Known route patterns and their methods, to tell 405 (known path, other method) from 404 (unknown path). */
 interface RoutePattern {
   regex: RegExp;
@@ -223,7 +193,6 @@ export default fp(
   async (app) => {
     const patterns = new Map<string, RoutePattern>();
     app.addHook('onRoute', (route) => {
-      documentErrors(route);
       const source = route.url
         .split('/')
         .map((seg) => (seg.startsWith(':') ? '[^/]+' : seg === '*' ? '.*' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
