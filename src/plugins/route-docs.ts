@@ -116,7 +116,13 @@ function documentRoute(route: RouteOptions): void {
     }
     if (t.bearer) add(401, 'The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate)');
     if (t.idempotentCreate) {
-      add(409, 'A request with this Idempotency-Key is still running; retry after Retry-After');
+      const running = 'a request with this Idempotency-Key is still running (retry after Retry-After)';
+      const own = response[409];
+      // The route's own 409 (a taken username, a follow twice) keeps its words; the idempotency case is added.
+      if (own !== undefined && typeof own.description === 'string' && !own.description.includes(running)) {
+        response[409] = { ...own, description: `${own.description}; or ${running}` };
+      }
+      add(409, running.charAt(0).toUpperCase() + running.slice(1));
       add(422, 'This Idempotency-Key was used with a different body');
     }
     if (t.conditionalWrite) add(412, 'If-Match names no current entity-tag of the resource: nothing changed');
