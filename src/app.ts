@@ -12,6 +12,7 @@ import { createValidatorCompiler } from './plugins/validation.js';
 import loggingPlugin, { createLogger, loggerOptions } from './plugins/logging.js';
 import errorHandler, { clientError, connectRequest, frameworkError } from './plugins/error-handler.js';
 import httpHygienePlugin from './plugins/http-hygiene.js';
+import routeDocsPlugin from './plugins/route-docs.js';
 import jsonBodyPlugin from './plugins/json-body.js';
 import compressionPlugin from './plugins/compression.js';
 import databasePlugin from './plugins/database.js';
@@ -124,6 +125,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(loggingPlugin);
   await app.register(httpHygienePlugin);
   await app.register(errorHandler);
+  await app.register(routeDocsPlugin);
   await app.register(jsonBodyPlugin);
   // Before every route (and before Swagger UI's static files): it hooks each route as the route is declared.
   await app.register(compressionPlugin);

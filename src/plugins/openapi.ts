@@ -1,11 +1,13 @@
 import fp from 'fastify-plugin';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import { transformDocument } from './openapi-transform.js';
 
 /**
  * The OpenAPI 3.1 document is generated from the route schemas, the same ones that validate requests and
  * serialize responses, so it cannot drift from the code. /docs serves Swagger UI from the installed package:
- * no CDN, it works offline.
+ * no CDN, it works offline. The generated document is then made client-grade (named component schemas, integer
+ * path ids, declared headers) by `transformDocument`; /openapi.json and the committed openapi.json are its output.
  * @see https://github.com/fastify/fastify-swagger
  */
 export default fp(
@@ -16,6 +18,7 @@ export default fp(
         info: {
           title: 'corkboard',
           version: '0.1.0',
+          license: { name: 'MIT', identifier: 'MIT' },
           description:
             'Community API: users, a follow graph, posts with replies and recommends, and a bulletin board. ' +
             'Errors are RFC 9457 problem details, except under /boards, which answers in the {code, message, data} envelope.',
@@ -38,6 +41,7 @@ export default fp(
           { name: 'system', description: 'Health, metrics and this document' },
         ],
       },
+      transformObject: (documentObject) => transformDocument('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject),
     });
     await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
   },

@@ -61,6 +61,6 @@ export async function rowCounts(databaseUrl: string): Promise<Record<string, num
     }
     return counts;
   } finally {
-    await handle.destroy();
+    await handle.close();
   }
 }

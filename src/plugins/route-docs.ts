@@ -1,0 +1,172 @@
+import fp from 'fastify-plugin';
+import type { RouteOptions } from 'fastify';
+import { EnvelopeErrorSchema, ProblemSchema } from '../shared/schemas.js';
+import { isBoardRequest } from './error-handler.js';
+
+/**
+ * What the OpenAPI document says about each operation beyond its own route schema: the error statuses every route
+ * of a kind can answer, and the response headers each answer carries. Routes declare what is particular to them
+ * (their success bodies, their 404 and 409); the rest is added here, in one place, so that no route forgets 503
+ * or `X-Request-Id`. Error statuses are added to the route's response schema, which also serializes the error
+ * body (problem details, or the envelope under /boards); headers are documentation only, turned into header
+ * objects by @fastify/swagger and into `$ref`s to `components.headers` by the document transform (openapi.ts).
+ */
+
+/** The kinds of operations the contract treats alike (CONTRACT §5, §6). */
+export interface RouteTraits {
+  board: boolean;
+  /** Uses the database, so may answer 503 with Retry-After. */
+  database: boolean;
+  rateLimited: boolean;
+  /** GET of a resource or a collection page: ETag, If-None-Match and 304 (CONTRACT §6.1). */
+  conditionalGet: boolean;
+  /** PUT or DELETE of a user, post, reply or board: If-Match and 412. */
+  conditionalWrite: boolean;
+  /** A POST that creates: Idempotency-Key, Idempotent-Replayed, 409 and 422 (CONTRACT §6.2). */
+  idempotentCreate: boolean;
+  /** A request that may carry a body: 413 and 415. */
+  body: boolean;
+  bearer: boolean;
+}
+
+/** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
+const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}']);
+const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards']);
+/** Operational routes: no validators, and only /health touches the database. */
+const SYSTEM_PATHS = new Set(['/health', '/metrics', '/openapi.json']);
+const WITHOUT_DATABASE = new Set(['/metrics', '/openapi.json']);
+
+/** `/posts/:post_id` and `/posts/{post_id}` both become `/posts/{}`. */
+const shape = (url: string) => url.replace(/:[A-Za-z0-9_]+|\{[^}]*\}/g, '{}');
+
+export function routeTraits(method: string, url: string, options: { security?: unknown; rateLimit?: unknown }): RouteTraits {
+  const path = shape(url);
+  const m = method.toUpperCase();
+  const security = Array.isArray(options.security) ? (options.security as Array<Record<string, unknown>>) : [];
+  return {
+    board: isBoardRequest(url),
+    database: !WITHOUT_DATABASE.has(path),
+    rateLimited: options.rateLimit !== false,
+    conditionalGet: m === 'GET' && !SYSTEM_PATHS.has(path),
+    conditionalWrite: (m === 'PUT' || m === 'DELETE') && CONDITIONAL_WRITE_PATHS.has(path),
+    idempotentCreate: m === 'POST' && IDEMPOTENT_CREATE_PATHS.has(path),
+    body: m === 'POST' || m === 'PUT' || m === 'DELETE',
+    bearer: security.some((requirement) => 'bearerAuth' in requirement),
+  };
+}
+
+/** Response header schemas by their canonical name; openapi.ts turns each into a `components.headers` entry. */
+export const RESPONSE_HEADERS = {
+  'X-Request-Id': {
+    type: 'string',
+    description: 'The request id: a sane incoming X-Request-Id echoed, else one generated. Also in the log line.',
+  },
+  Location: { type: 'string', format: 'uri', description: 'Absolute URL of the created resource' },
+  Link: { type: 'string', description: 'RFC 8288 `<url>; rel="next"` while more items follow' },
+  ETag: { type: 'string', description: 'Strong entity-tag of this representation; send it in If-None-Match or If-Match' },
+  'Cache-Control': { type: 'string', description: '`no-cache`, with `private` when the request carried a token' },
+  'Retry-After': { type: 'integer', minimum: 0, description: 'Seconds to wait before trying again' },
+  'WWW-Authenticate': { type: 'string', description: 'The Bearer challenge (RFC 6750), with the error when a token was sent' },
+  'Idempotent-Replayed': {
+    type: 'string',
+    enum: ['true'],
+    description: 'Present when this is the kept answer to an earlier request with the same Idempotency-Key',
+  },
+  RateLimit: {
+    type: 'string',
+    description: 'Remaining quota of the policy and seconds until it resets (draft-ietf-httpapi-ratelimit-headers), e.g. `"default";r=599;t=60`',
+  },
+  'RateLimit-Policy': {
+    type: 'string',
+    description: 'The quota policy of this route (draft-ietf-httpapi-ratelimit-headers), e.g. `"default";q=600;w=60`',
+  },
+} as const;
+export type ResponseHeader = keyof typeof RESPONSE_HEADERS;
+
+type ResponseEntry = Record<string, unknown> & { headers?: Record<string, unknown> };
+
+/** A route's own `headers` (a TypeBox object or a plain map), as a map from canonical header names to schemas. */
+function headerMap(headers: unknown): Record<string, unknown> {
+  if (!headers || typeof headers !== 'object') return {};
+  const h = headers as Record<string, unknown>;
+  const entries =
+    h.type === 'object' && h.properties && typeof h.properties === 'object'
+      ? (h.properties as Record<string, unknown>)
+      : h;
+  const canonical = new Map(Object.keys(RESPONSE_HEADERS).map((name) => [name.toLowerCase(), name]));
+  return Object.fromEntries(Object.entries(entries).map(([name, schema]) => [canonical.get(name.toLowerCase()) ?? name, schema]));
+}
+
+function documentRoute(route: RouteOptions): void {
+  const schema = route.schema;
+  if (!schema || schema.hide) return;
+  const config = (route.config ?? {}) as { rateLimit?: unknown };
+  // The response map may be shared between routes (a spread listSchema), so it is copied, entries too, not mutated.
+  const response: Record<string, ResponseEntry> = { ...((schema.response ?? {}) as Record<string, ResponseEntry>) };
+  for (const method of [route.method].flat()) {
+    const t = routeTraits(method, route.url, { security: schema.security, rateLimit: config.rateLimit });
+    const add = (status: number, description: string) => {
+      if (response[status] !== undefined) return;
+      response[status] = t.board
+        ? { description, ...EnvelopeErrorSchema }
+        : { description, content: { 'application/problem+json': { schema: ProblemSchema } } };
+    };
+    if (schema.body || schema.params || schema.querystring || t.conditionalGet || t.conditionalWrite || t.idempotentCreate) {
+      add(400, 'Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors`');
+    }
+    if (t.bearer) add(401, 'The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate)');
+    if (t.idempotentCreate) {
+      const running = 'a request with this Idempotency-Key is still running (retry after Retry-After)';
+      const own = response[409];
+      // The route's own 409 (a taken username, a follow twice) keeps its words; the idempotency case is added.
+      if (own !== undefined && typeof own.description === 'string' && !own.description.includes(running)) {
+        response[409] = { ...own, description: `${own.description}; or ${running}` };
+      }
+      add(409, running.charAt(0).toUpperCase() + running.slice(1));
+      add(422, 'This Idempotency-Key was used with a different body');
+    }
+    if (t.conditionalWrite) add(412, 'If-Match names no current entity-tag of the resource: nothing changed');
+    if (t.body) {
+      add(413, 'Request body too large');
+      add(415, 'Request body is not application/json');
+    }
+    if (t.rateLimited) add(429, 'Too many requests; see Retry-After');
+    add(500, 'Unexpected failure; the body carries a request id that is also in the log');
+    if (t.database) add(503, 'The database is unavailable or too slow; retry after Retry-After');
+    if (t.conditionalGet && response[304] === undefined) {
+      response[304] = { description: 'Not modified: If-None-Match matched the current ETag; no body', type: 'null' };
+    }
+
+    for (const [status, entry] of Object.entries(response)) {
+      const code = Number(status);
+      const headers: Record<string, unknown> = { ...headerMap(entry.headers) };
+      const declare = (name: ResponseHeader) => (headers[name] ??= RESPONSE_HEADERS[name]);
+      declare('X-Request-Id');
+      if (t.rateLimited) {
+        declare('RateLimit');
+        declare('RateLimit-Policy');
+      }
+      if (code === 429 || code === 503 || (code === 409 && t.idempotentCreate)) declare('Retry-After');
+      if (code === 401) declare('WWW-Authenticate');
+      if (code === 201) declare('Location');
+      if (code === 201 && t.idempotentCreate) {
+        declare('ETag');
+        declare('Idempotent-Replayed');
+      }
+      if (t.conditionalGet && (code === 200 || code === 304)) {
+        declare('ETag');
+        declare('Cache-Control');
+      }
+      if (t.conditionalWrite && method.toUpperCase() === 'PUT' && code === 200) declare('ETag');
+      response[status] = { ...entry, headers };
+    }
+  }
+  schema.response = response;
+}
+
+export default fp(
+  async (app) => {
+    app.addHook('onRoute', documentRoute);
+  },
+  { name: 'route-docs' },
+);
