@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { normalize } from './errors/normalize.js';
-import { isBoardRequest, sendError } from './errors/reply.js';
+import { sendError } from './errors/reply.js';
 import { routeRefusal } from './errors/routing.js';
 
 export { isBoardRequest, sendError } from './errors/reply.js';
