@@ -20,17 +20,15 @@ export function allowOrigin(request: FastifyRequest, reply: FastifyReply): void 
  * their own plugin (rate-limit/index.ts).
  *
  * CORS is written here rather than with @fastify/cors. The policy is the plugin's `origin: true` (reflect the
- * caller's origin; the API is public and authenticates with bearer tokens, not cookies), but the plugin reads
- * `request.routeOptions` twice and merges its options into a new object on every request: measured with
- * callgrind on GET /posts/{id}, the plugin cost 10,900 of 167,000 instructions a request, the largest
- * cross-cutting cost, and this replacement 3,700 (saving 7,200). Here it is a few header writes in the hook every
- * request runs anyway, and for requests without an Origin only `Vary: Origin` (which keeps shared caches from
- * serving one origin's answer to another).
+ * caller's origin; the API is public and authenticates with bearer tokens, not cookies), but the contract's method
+ * rules are not the plugin's: a plain OPTIONS (no Access-Control-Request-Method) is an ordinary method, answered
+ * 405 with Allow, and a preflight is answered on any path. It is a few header writes in the hook every request
+ * runs anyway; requests without an Origin get only `Vary: Origin` (so shared caches keep origins apart).
  * @see https://fetch.spec.whatwg.org/#http-cors-protocol
  */
 export default fp(
   async (app) => {
-    // One callback-style hook (no promise per request) for what every request needs first: its id on the
+    // One hook for what every request needs first: its id on the
     // response, CORS, and the OPTIONS rule. Only a CORS preflight (OPTIONS with Access-Control-Request-Method)
     // is protocol-level; a plain OPTIONS is just another method, answered 405 with Allow like any other.
     app.addHook('onRequest', (request, reply, done) => {

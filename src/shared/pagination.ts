@@ -99,9 +99,8 @@ const URL_CHARACTERS = new RegExp(`^[${URL_CHARACTER_CLASS}/?]*$`);
 /**
  * The request target (path and query, as sent) with its `cursor` parameter replaced by `cursor`, the other
  * parameters kept in their order. A target of URL characters only, which is what clients send, is rebuilt by
- * splitting on `&`: parsing it as a WHATWG URL and its query was a fifth of what a page after the first costs
- * more than the first page (counted with callgrind). Anything else goes through the URL parser, which
- * percent-encodes it.
+ * splitting on `&`, which keeps the parameters exactly as the client wrote them; anything else goes through the
+ * URL parser, which percent-encodes it.
  */
 export function withCursor(target: string, cursor: string): string {
   if (!URL_CHARACTERS.test(target)) {

@@ -116,7 +116,7 @@ describe('SIGTERM', () => {
  * A keep-alive client that sends its next request as soon as the last answer is in, until an answer says
  * `Connection: close`. Records, for the request outstanding when the connection ended, when it was written.
  */
-function pingPong(port: number, request: string) {
+function pingPong(port: number, request: string, onFirstAnswer: () => void) {
   return connect(port).then(
     (socket) =>
       new Promise<{ answered: number; lostWrittenAt?: number; error?: string }>((resolve) => {
@@ -139,6 +139,7 @@ function pingPong(port: number, request: string) {
             const head = buffer.slice(0, end);
             buffer = buffer.slice(end + 4 + length);
             answered++;
+            if (answered === 1) onFirstAnswer();
             writtenAt = undefined;
             if (/\r\nconnection: *close/i.test(head)) return;
             send();
@@ -154,8 +155,15 @@ function pingPong(port: number, request: string) {
 describe('SIGTERM under load', () => {
   it('keep-alive clients sending back to back: every request written before the signal gets an answer', async () => {
     const server = await start();
-    const clients = Array.from({ length: 40 }, () => pingPong(server.port, 'GET /posts?limit=1 HTTP/1.1\r\nHost: localhost\r\n\r\n'));
-    await new Promise((resolve) => setTimeout(resolve, 700));
+    // Every client is under way (its first answer in) before the signal, however slow the machine is.
+    const firstAnswers: Promise<void>[] = [];
+    const clients = Array.from({ length: 40 }, () => {
+      let answered!: () => void;
+      firstAnswers.push(new Promise<void>((resolve) => (answered = resolve)));
+      return pingPong(server.port, 'GET /posts?limit=1 HTTP/1.1\r\nHost: localhost\r\n\r\n', () => answered());
+    });
+    await Promise.all(firstAnswers);
+    await new Promise((resolve) => setTimeout(resolve, 200));
     const signalledAt = Date.now();
     server.child.kill('SIGTERM');
     const results = await Promise.all(clients);

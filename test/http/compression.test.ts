@@ -177,12 +177,14 @@ describe('compression and streams (throw-away routes on the production app)', ()
       stream.write(EVENT);
       return reply.header('content-type', type).header('cache-control', 'no-cache').send(stream);
     };
-    app.get('/test/events', streamed('text/event-stream'));
-    app.get('/test/events-charset', streamed('text/event-stream; charset=utf-8'));
+    // Every route's query string is closed (unknown parameters are a 400): these declare the `id` they take.
+    const withId = { schema: { querystring: { type: 'object', properties: { id: { type: 'string' } } } } };
+    app.get('/test/events', withId, streamed('text/event-stream'));
+    app.get('/test/events-charset', withId, streamed('text/event-stream; charset=utf-8'));
     // The control: the same stream as text/plain is compressed, so the assertions below can see compression.
-    app.get('/test/plain-stream', streamed('text/plain; charset=utf-8'));
+    app.get('/test/plain-stream', withId, streamed('text/plain; charset=utf-8'));
     // The way an SSE route may also answer: the raw Node response, written by hand.
-    app.get('/test/events-raw', (request, reply) => {
+    app.get('/test/events-raw', withId, (request, reply) => {
       const id = (request.query as { id: string }).id;
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });

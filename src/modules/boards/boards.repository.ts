@@ -14,9 +14,8 @@ export function createBoardsRepository(db: Kysely<Database>) {
      * the `boards` counter that triggers keep (see the 20261121T0900 migration), not a count of the table; it is
      * read in the same statement as the rows, so on PostgreSQL both come from one snapshot.
      *
-     * Skipping `offset` ids costs time in proportion to `offset` (~14 ms per 100,000 on PostgreSQL, a whole core
-     * at a few dozen requests a second), so a page in the older half is found from the other end: it is the
-     * window at `total - offset - count` in ascending order. That statement computes its skip from the counter
+     * Skipping `offset` ids costs time in proportion to `offset`, so a page in the older half is found from the
+     * other end: it is the window at `total - offset - count` in ascending order. That statement computes its skip from the counter
      * itself, so it is exact whatever the process believed the total to be; which statement runs is chosen from
      * the total this process last saw, which only decides speed.
      */
@@ -45,7 +44,7 @@ export function createBoardsRepository(db: Kysely<Database>) {
                 (ids) =>
                   fromOldest
                     ? // The outer constant limit tells the planner the page is small: with only the computed one,
-                      // PostgreSQL expected 10,000 ids and hash-joined them against every board (24 ms, not 0.3).
+                      // PostgreSQL expected 10,000 ids and hash-joined them against every board.
                       ids
                         .selectFrom((w) => w.selectFrom('boards').select('id').orderBy('id', 'asc').limit(take).offset(skip).as('w'))
                         .select('w.id')

@@ -218,14 +218,14 @@ describe('POST /users/{user_id}/followers', () => {
     const follower = await signUp(app);
     let response: Promise<Response> | undefined;
     await app.db.transaction().execute(async (trx) => {
-      // Hold the followee's row as a user delete does, let the follow run into it, then delete and commit.
+      // Hold the followee's row as a user delete does, let the follow's row lock wait on it, then delete and commit.
       await trx.selectFrom('users').select('id').where('id', '=', followee.id).forUpdate().execute();
       response = call(app, 'POST', `/users/${followee.id}/followers`, { token: follower.token, body: { id: follower.id } });
       let blocked = false;
       for (let i = 0; i < 500 && !blocked; i++) {
         const { rows } = await sql<{ n: number }>`
           select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock' and query like 'insert into "follows"%'`.execute(app.db);
+          where datname = current_database() and wait_event_type = 'Lock' and query like 'select "id" from "users"%for update'`.execute(app.db);
         blocked = rows[0]!.n > 0;
         if (!blocked) await new Promise((resolve) => setTimeout(resolve, 10));
       }
