@@ -21,8 +21,9 @@ const RETRY_AFTER_SECONDS = '5';
 
 /** True when the client asks for an event stream (CONTRACT §7): `Accept: text/event-stream`. */
 export function wantsEventStream(request: FastifyRequest): boolean {
+  // GET only: a HEAD (which Fastify routes to the same handler) gets the JSON answer's headers, not a stream.
   const accept = request.headers.accept;
-  return accept !== undefined && /(^|,)\s*text\/event-stream\s*(;|,|$)/i.test(accept);
+  return request.method === 'GET' && accept !== undefined && /(^|,)\s*text\/event-stream\s*(;|,|$)/i.test(accept);
 }
 
 /** Last-Event-ID: absent, or one of the ids this service sends (a decimal integer); anything else is a 400. */
