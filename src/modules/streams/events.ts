@@ -28,32 +28,56 @@ export interface StreamEvent {
  * post write (services record the change last), so only the commit itself is serialised, not the work before it.
  * On SQLite the single writer already serialises transactions; the same statements run there.
  *
- * On PostgreSQL the transaction also queues a NOTIFY with the id (a reference, never the body: payloads are capped
- * at 8,000 bytes), which every process's listener hears once the transaction commits.
+ * On PostgreSQL the transaction also queues a NOTIFY (no body: payloads are capped at 8,000 bytes, and a process
+ * that hears it reads the log after its own position), which every process's listener hears once it commits.
  */
 export async function recordStreamEvent(tx: Tx, change: PostChange): Promise<number> {
+  const event = {
+    kind: change.kind,
+    post_id: change.post.id,
+    owner_id: change.post.owner_id,
+    visibility: change.post.visibility,
+    previous_visibility: change.kind === 'updated' ? change.previous.visibility : null,
+    post: JSON.stringify(postFields(change.post)),
+    created_at: new Date().toISOString(),
+  };
+  if (tx.dialect === 'postgres') {
+    // The wake-up first, outside the counter's lock (it is sent at commit whatever its place). Then the id and
+    // the row in one statement, so the lock is held for one round trip and the commit.
+    await notifyInTransaction(tx.db, EVENTS_CHANNEL, '');
+    const row = await tx.db
+      .with('position', (db) =>
+        db.updateTable('stream_position').set((eb) => ({ last_id: eb('last_id', '+', 1) })).where('id', '=', 1).returning('last_id'),
+      )
+      .insertInto('stream_events')
+      .columns(['id', 'kind', 'post_id', 'owner_id', 'visibility', 'previous_visibility', 'post', 'created_at'])
+      .expression((eb) =>
+        eb
+          .selectFrom('position')
+          .select([
+            'position.last_id',
+            eb.val(event.kind).as('kind'),
+            eb.val(event.post_id).as('post_id'),
+            eb.val(event.owner_id).as('owner_id'),
+            eb.val(event.visibility).as('visibility'),
+            eb.cast<string | null>(eb.val(event.previous_visibility), 'text').as('previous_visibility'),
+            eb.val(event.post).as('post'),
+            eb.val(event.created_at).as('created_at'),
+          ]),
+      )
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    return Number(row.id);
+  }
+  // SQLite: no UPDATE inside a WITH; its single writer holds every lock anyway.
   const { id } = await tx.db
     .updateTable('stream_position')
     .set((eb) => ({ last_id: eb('last_id', '+', 1) }))
     .where('id', '=', 1)
     .returning('last_id as id')
     .executeTakeFirstOrThrow();
-  const eventId = Number(id);
-  await tx.db
-    .insertInto('stream_events')
-    .values({
-      id: eventId,
-      kind: change.kind,
-      post_id: change.post.id,
-      owner_id: change.post.owner_id,
-      visibility: change.post.visibility,
-      previous_visibility: change.kind === 'updated' ? change.previous.visibility : null,
-      post: JSON.stringify(postFields(change.post)),
-      created_at: new Date().toISOString(),
-    })
-    .execute();
-  if (tx.dialect === 'postgres') await notifyInTransaction(tx.db, EVENTS_CHANNEL, String(eventId));
-  return eventId;
+  await tx.db.insertInto('stream_events').values({ id: Number(id), ...event }).execute();
+  return Number(id);
 }
 
 /** Exactly the columns of a post (a row read with selectAll may carry more). */
