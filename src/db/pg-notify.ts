@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { sql, type Kysely } from 'kysely';
+import type { Database } from './types.js';
 
 /**
  * PostgreSQL's notification channel, for telling every server process that something committed (live streams,
@@ -7,7 +8,7 @@ import { sql, type Kysely } from 'kysely';
  */
 
 /** Queues a notification inside the current transaction: PostgreSQL delivers it only if and when that commits. */
-export async function notifyInTransaction(db: Kysely<any>, channel: string, payload: string): Promise<void> {
+export async function notifyInTransaction(db: Kysely<Database>, channel: string, payload: string): Promise<void> {
   await sql`select pg_notify(${channel}, ${payload})`.execute(db);
 }
 

@@ -393,15 +393,20 @@ describe('event stream limits and shutdown', () => {
   });
 });
 
-describe.skipIf(backend !== 'postgres')('event streams across two processes', () => {
+const WAKEUPS = [
+  { through: 'PostgreSQL LISTEN/NOTIFY', env: {} },
+  { through: 'Redis pub/sub (REDIS_URL)', env: { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: `corkboard-sse-${process.pid}:` } },
+];
+
+describe.skipIf(backend !== 'postgres').each(WAKEUPS)('event streams across two processes, through $through', ({ env }) => {
   let db: E2eDatabase;
   let a: ServerProcess;
   let b: ServerProcess;
 
   beforeAll(async () => {
     db = await e2eDatabase();
-    a = await startServer({ databaseUrl: db.url });
-    b = await startServer({ databaseUrl: db.url });
+    a = await startServer({ databaseUrl: db.url, env });
+    b = await startServer({ databaseUrl: db.url, env });
   }, 60_000);
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
@@ -412,6 +417,8 @@ describe.skipIf(backend !== 'postgres')('event streams across two processes', ()
   it('a post written through one process reaches a stream held by the other within a second', async () => {
     const author = await signUp(a.url, 'xp_author');
     const stream = await openSse(b.url, '/posts');
+    // Well past the first: the other process's wake-up connection is in place by then.
+    await new Promise((r) => setTimeout(r, 300));
     for (let i = 0; i < 3; i++) {
       const before = Date.now();
       const created = await post(a.url, author);

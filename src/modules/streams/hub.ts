@@ -1,4 +1,4 @@
-import { PassThrough } from 'node:stream';
+import type { PassThrough } from 'node:stream';
 import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import fastJson from 'fast-json-stringify';

@@ -7,6 +7,7 @@ import { AppError } from '../../shared/errors.js';
 import { hashToken } from '../../shared/tokens.js';
 import { createTokensRepository } from '../tokens/tokens.repository.js';
 import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent } from './events.js';
+import { redisWakeup, type Wakeup } from './redis-wakeup.js';
 import { StreamHub, type StreamKind, type Subscriber } from './hub.js';
 
 declare module 'fastify' {
@@ -82,7 +83,8 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
 
 /**
  * Live streams of posts (CONTRACT §7): the event log, written inside every post write; this process's streams;
- * the cross-process wake-up (PostgreSQL LISTEN on the session connection); the background purge.
+ * the cross-process wake-up (Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN on the session
+ * connection); the background purge.
  */
 export default fp(
   async (app) => {
@@ -106,9 +108,13 @@ export default fp(
     app.postChanges.addRecorder(async (tx, change) => {
       await recordStreamEvent(tx, change);
     });
-    app.postChanges.subscribe(() => hub.kick());
+    app.postChanges.subscribe(() => {
+      hub.kick();
+      wakeup?.publish();
+    });
 
     let listener: Listener | undefined;
+    let wakeup: Wakeup | undefined;
     let purge: NodeJS.Timeout | undefined;
     app.addHook('onReady', async () => {
       await hub.start();
@@ -122,6 +128,16 @@ export default fp(
     // Only a listening server hears other processes (an app built for inject() in a test has no peers).
     app.addHook('onListen', async () => {
       if (app.store.dialect !== 'postgres') return;
+      if (config.redisUrl !== undefined) {
+        wakeup = redisWakeup({
+          url: config.redisUrl,
+          channel: `${config.redisKeyPrefix}stream-events`,
+          onMessage: () => hub.kick(),
+          onConnected: () => hub.kick(),
+          onError: (error) => app.log.warn({ err: error }, 'event stream Redis connection failed'),
+        });
+        return;
+      }
       listener = listen({
         url: config.databaseDirectUrl ?? config.databaseUrl,
         channel: EVENTS_CHANNEL,
@@ -135,6 +151,7 @@ export default fp(
       hub.closeAll();
       if (purge) clearInterval(purge);
       await listener?.close();
+      await wakeup?.close();
     });
   },
   { name: 'streams', dependencies: ['metrics'] },
