@@ -49,7 +49,7 @@ export interface Subscriber {
   cursor: number;
   /** False while it is replaying from Last-Event-ID: the pump hands it live events only afterwards. */
   live: boolean;
-  /** Send `event: reset` before replaying (the Last-Event-ID is older than what is kept, or unknown). */
+  /** What the response streams to the client (Fastify pipes it into the socket). */
   readonly out: PassThrough;
   readonly res: ServerResponse;
   lastWrite: number;
