@@ -393,7 +393,7 @@ describe('event stream limits and shutdown', () => {
   });
 });
 
-const WAKEUPS = [
+const WAKEUPS: Array<{ through: string; env: Record<string, string> }> = [
   { through: 'PostgreSQL LISTEN/NOTIFY', env: {} },
   { through: 'Redis pub/sub (REDIS_URL)', env: { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: `corkboard-sse-${process.pid}:` } },
 ];
