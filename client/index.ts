@@ -20,7 +20,12 @@ export type Link = Schemas['Link'];
 export type Token = Schemas['Token'];
 export type Problem = Schemas['Problem'];
 export type EnvelopeError = Schemas['EnvelopeError'];
-export type CorkboardClient = Client<paths>;
+/**
+ * JSON answers only: `GET /posts` and `GET /users/{user_id}/feed` also describe a `text/event-stream` answer (a
+ * live stream, read with fetch, see the README), which would otherwise widen their `data` to `string | Post[]`.
+ */
+type JsonMedia = `${string}/${string}json`;
+export type CorkboardClient = Client<paths, JsonMedia>;
 
 /**
  * A client for the service at `baseUrl`; with `token`, every request carries it as a bearer token. Sign in with
@@ -28,5 +33,5 @@ export type CorkboardClient = Client<paths>;
  * custom `fetch`, for instance); headers of one request go in its own `headers`.
  */
 export function createCorkboardClient(baseUrl: string, token?: string, options: Omit<ClientOptions, 'baseUrl' | 'headers'> = {}): CorkboardClient {
-  return createClient<paths>({ ...options, baseUrl, headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
+  return createClient<paths, JsonMedia>({ ...options, baseUrl, headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
 }

@@ -180,6 +180,8 @@ export interface paths {
         /**
          * List the posts the caller may see
          * @description Newest first, paginated with `limit` and `cursor` (follow the `next` link). Without a token: public posts; with one: also the caller’s own posts and followers-only posts of users they follow; admins see all.
+         *
+         *     With `Accept: text/event-stream` the answer is a live stream of every post the caller may see (anonymous: public posts) (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
          */
         get: operations["listPosts"];
         put?: never;
@@ -252,6 +254,8 @@ export interface paths {
         /**
          * Read a user's home feed
          * @description Posts by the users user_id follows that user_id may see (judged for user_id, also when an admin reads it), newest first, paginated with `limit` and `cursor`. The user themself or an admin. Without a valid token the answer is 401 before the request is validated.
+         *
+         *     With `Accept: text/event-stream` the answer is a live stream of the feed: posts by the users user_id follows that user_id may see (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
          */
         get: operations["getFeed"];
         put?: never;
@@ -2299,13 +2303,15 @@ export interface operations {
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400. */
+                "Last-Event-ID"?: string;
             };
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description A page of posts */
+            /** @description A page of posts; with `Accept: text/event-stream`, a live stream of every post the caller may see (anonymous: public posts) */
             200: {
                 headers: {
                     Link: components["headers"]["Link"];
@@ -2318,6 +2324,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Post"][];
+                    "text/event-stream": string;
                 };
             };
             /** @description Not modified: If-None-Match matched the current ETag; no body */
@@ -3119,6 +3126,8 @@ export interface operations {
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400. */
+                "Last-Event-ID"?: string;
             };
             path: {
                 /** @description The user id */
@@ -3128,7 +3137,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of posts */
+            /** @description A page of posts; with `Accept: text/event-stream`, a live stream of the feed: posts by the users user_id follows that user_id may see */
             200: {
                 headers: {
                     Link: components["headers"]["Link"];
@@ -3141,6 +3150,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Post"][];
+                    "text/event-stream": string;
                 };
             };
             /** @description Not modified: If-None-Match matched the current ETag; no body */

@@ -22,6 +22,7 @@ import metricsPlugin from './plugins/metrics.js';
 import rateLimitPlugin from './plugins/rate-limit/index.js';
 import openapiPlugin from './plugins/openapi.js';
 import fanoutPlugin from './modules/feed/feed.fanout.js';
+import streamsPlugin from './modules/streams/streams.plugin.js';
 import modules from './modules/index.js';
 
 declare module 'fastify' {
@@ -144,6 +145,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   const tokens = createTokensRepository(store.db);
   await app.register(authPlugin, { findCaller: (hash) => tokens.findCaller(hash, new Date().toISOString()) });
   await app.register(fanoutPlugin);
+  await app.register(streamsPlugin);
   await app.register(modules);
   return app;
 }

@@ -79,3 +79,26 @@ describe('loadConfig REQUEST_TIMEOUT_MS and SHUTDOWN_GRACE_MS', () => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
   });
 });
+
+describe('loadConfig live streams (STREAM_*)', () => {
+  it('defaults to a 15 s heartbeat, 5 streams per user, 10,000 per process, a 30 s token re-check, 1 h of events', () => {
+    const config = loadConfig({});
+    expect(config.streamHeartbeatSeconds).toBe(15);
+    expect(config.streamMaxPerUser).toBe(5);
+    expect(config.streamMax).toBe(10_000);
+    expect(config.streamAuthRecheckSeconds).toBe(30);
+    expect(config.streamRetentionSeconds).toBe(3600);
+  });
+
+  it.each([
+    ['STREAM_HEARTBEAT_SECONDS', '0'],
+    ['STREAM_HEARTBEAT_SECONDS', 'often'],
+    ['STREAM_MAX_PER_USER', '0'],
+    ['STREAM_MAX', '-5'],
+    ['STREAM_MAX', '1e4'],
+    ['STREAM_AUTH_RECHECK_SECONDS', '61'],
+    ['STREAM_RETENTION_SECONDS', '60'],
+  ])('rejects %s=%s, naming it', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
+  });
+});

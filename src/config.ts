@@ -52,6 +52,16 @@ export const ConfigSchema = Type.Object({
   requestTimeoutMs: Type.Integer({ minimum: 100, maximum: 3_600_000 }),
   /** SIGTERM: how long in-flight requests may take to finish before the connections still open are cut off. */
   shutdownGraceMs: Type.Integer({ minimum: 0, maximum: 600_000 }),
+  /** Live streams (CONTRACT §7): a `: keep-alive` comment after this many seconds without an event. */
+  streamHeartbeatSeconds: Type.Integer({ minimum: 1, maximum: 3600 }),
+  /** Open streams per signed-in user, per process (more: 429). */
+  streamMaxPerUser: Type.Integer({ minimum: 1, maximum: 10_000 }),
+  /** Open streams per process (more: 503 with Retry-After). */
+  streamMax: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
+  /** How often the token of an open stream is checked again; a revoked or expired one ends the stream. */
+  streamAuthRecheckSeconds: Type.Integer({ minimum: 1, maximum: 60 }),
+  /** How long stream events are kept for resuming (at least an hour, CONTRACT §7). */
+  streamRetentionSeconds: Type.Integer({ minimum: 3600, maximum: 30 * 24 * 3600 }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -155,6 +165,11 @@ const VARIABLES: Record<string, string> = {
   '/redisKeyPrefix': 'REDIS_KEY_PREFIX',
   '/requestTimeoutMs': 'REQUEST_TIMEOUT_MS',
   '/shutdownGraceMs': 'SHUTDOWN_GRACE_MS',
+  '/streamHeartbeatSeconds': 'STREAM_HEARTBEAT_SECONDS',
+  '/streamMaxPerUser': 'STREAM_MAX_PER_USER',
+  '/streamMax': 'STREAM_MAX',
+  '/streamAuthRecheckSeconds': 'STREAM_AUTH_RECHECK_SECONDS',
+  '/streamRetentionSeconds': 'STREAM_RETENTION_SECONDS',
 };
 
 export function loadConfig(env: Env = process.env): Readonly<Config> {
@@ -190,6 +205,11 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     trustProxy: trustProxy(env),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000),
+    streamHeartbeatSeconds: integer(env, 'STREAM_HEARTBEAT_SECONDS', 15),
+    streamMaxPerUser: integer(env, 'STREAM_MAX_PER_USER', 5),
+    streamMax: integer(env, 'STREAM_MAX', 10_000),
+    streamAuthRecheckSeconds: integer(env, 'STREAM_AUTH_RECHECK_SECONDS', 30),
+    streamRetentionSeconds: integer(env, 'STREAM_RETENTION_SECONDS', 3600),
   };
   return Object.freeze(parseConfig(config));
 }

@@ -16,6 +16,8 @@ export interface Database {
   fanout_queue: FanoutQueueTable;
   settings: SettingsTable;
   counters: CountersTable;
+  stream_events: StreamEventsTable;
+  stream_position: StreamPositionTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -110,6 +112,25 @@ export interface FeedEntriesTable {
 export interface FanoutQueueTable {
   post_id: number;
   owner_id: number;
+}
+
+/** The durable log of post events that live streams replay (see src/modules/streams/events.ts). */
+export interface StreamEventsTable {
+  id: number;
+  kind: 'created' | 'updated' | 'deleted';
+  post_id: number;
+  owner_id: number;
+  visibility: Visibility;
+  previous_visibility: Visibility | null;
+  /** The post's row as written, JSON. */
+  post: string;
+  created_at: string;
+}
+
+/** One row: the last stream event id handed out. */
+export interface StreamPositionTable {
+  id: number;
+  last_id: number;
 }
 
 /** Running totals kept by triggers (name 'boards': the number of boards), so that no request counts a table. */

@@ -1,4 +1,5 @@
 import { ID_PATTERN } from '../shared/schemas.js';
+import { documentEventStream } from '../modules/streams/streams.openapi.js';
 import { RESPONSE_HEADERS, routeTraits } from './route-docs.js';
 
 /**
@@ -146,6 +147,7 @@ export function transformDocument(generated: unknown): Record<string, unknown> {
     for (const method of METHODS) {
       const op = item[method];
       if (isObject(op)) operation(op, method, path);
+      if (isObject(op)) documentEventStream(op);
     }
   }
 

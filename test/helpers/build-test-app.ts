@@ -25,6 +25,11 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     redisKeyPrefix: 'corkboard-test:',
     requestTimeoutMs: 30_000,
     shutdownGraceMs: 10_000,
+    streamHeartbeatSeconds: 15,
+    streamMaxPerUser: 5,
+    streamMax: 10_000,
+    streamAuthRecheckSeconds: 30,
+    streamRetentionSeconds: 3600,
     ...overrides,
   });
 }

@@ -1,0 +1,140 @@
+import type { Kysely } from 'kysely';
+import { notifyInTransaction } from '../../db/pg-notify.js';
+import type { Tx } from '../../db/store.js';
+import type { Database, PostRow, StreamEventsTable, Visibility } from '../../db/types.js';
+import type { PostChange } from '../../shared/post-changes.js';
+
+/** The channel on which PostgreSQL tells every process "events up to id N have committed". */
+export const EVENTS_CHANNEL = 'corkboard_stream_events';
+
+export interface StreamEvent {
+  id: number;
+  kind: StreamEventsTable['kind'];
+  postId: number;
+  ownerId: number;
+  visibility: Visibility;
+  previousVisibility: Visibility | null;
+  post: PostRow;
+}
+
+/**
+ * Writes the durable row of a post change inside the writing transaction (a PostChanges recorder).
+ *
+ * Ids follow commit order. The id comes from the one row of `stream_position`, bumped by UPDATE … RETURNING: the
+ * row stays locked until this transaction ends, so a second writer waits there and draws the next id only after
+ * the first has committed (or rolled back, which gives the id back: ids have no gaps). A PostgreSQL sequence would
+ * not do: a transaction that drew 41 may commit after one that drew 42, and a client resuming from 42 would never
+ * see 41. The price is that post writes commit one at a time: the lock is taken by the last statement of each
+ * post write (services record the change last), so only the commit itself is serialised, not the work before it.
+ * On SQLite the single writer already serialises transactions; the same statements run there.
+ *
+ * On PostgreSQL the transaction also queues a NOTIFY (no body: payloads are capped at 8,000 bytes, and a process
+ * that hears it reads the log after its own position), which every process's listener hears once it commits.
+ */
+export async function recordStreamEvent(tx: Tx, change: PostChange): Promise<number> {
+  const event = {
+    kind: change.kind,
+    post_id: change.post.id,
+    owner_id: change.post.owner_id,
+    visibility: change.post.visibility,
+    previous_visibility: change.kind === 'updated' ? change.previous.visibility : null,
+    post: JSON.stringify(postFields(change.post)),
+    created_at: new Date().toISOString(),
+  };
+  if (tx.dialect === 'postgres') {
+    // The wake-up first, outside the counter's lock (it is sent at commit whatever its place). Then the id and
+    // the row in one statement, so the lock is held for one round trip and the commit.
+    await notifyInTransaction(tx.db, EVENTS_CHANNEL, '');
+    const row = await tx.db
+      .with('position', (db) =>
+        db.updateTable('stream_position').set((eb) => ({ last_id: eb('last_id', '+', 1) })).where('id', '=', 1).returning('last_id'),
+      )
+      .insertInto('stream_events')
+      .columns(['id', 'kind', 'post_id', 'owner_id', 'visibility', 'previous_visibility', 'post', 'created_at'])
+      .expression((eb) =>
+        eb
+          .selectFrom('position')
+          .select([
+            'position.last_id',
+            eb.val(event.kind).as('kind'),
+            eb.val(event.post_id).as('post_id'),
+            eb.val(event.owner_id).as('owner_id'),
+            eb.val(event.visibility).as('visibility'),
+            eb.cast<string | null>(eb.val(event.previous_visibility), 'text').as('previous_visibility'),
+            eb.val(event.post).as('post'),
+            eb.val(event.created_at).as('created_at'),
+          ]),
+      )
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    return Number(row.id);
+  }
+  // SQLite: no UPDATE inside a WITH; its single writer holds every lock anyway.
+  const { id } = await tx.db
+    .updateTable('stream_position')
+    .set((eb) => ({ last_id: eb('last_id', '+', 1) }))
+    .where('id', '=', 1)
+    .returning('last_id as id')
+    .executeTakeFirstOrThrow();
+  await tx.db.insertInto('stream_events').values({ id: Number(id), ...event }).execute();
+  return Number(id);
+}
+
+/** Exactly the columns of a post (a row read with selectAll may carry more). */
+function postFields(row: PostRow): PostRow {
+  const { id, owner_id, title, content, visibility, reply_count, recommend_count, created_at, updated_at } = row;
+  return { id, owner_id, title, content, visibility, reply_count, recommend_count, created_at, updated_at };
+}
+
+function toEvent(row: StreamEventsTable): StreamEvent {
+  return {
+    id: Number(row.id),
+    kind: row.kind,
+    postId: Number(row.post_id),
+    ownerId: Number(row.owner_id),
+    visibility: row.visibility,
+    previousVisibility: row.previous_visibility,
+    post: JSON.parse(row.post) as PostRow,
+  };
+}
+
+export function createEventsRepository(db: Kysely<Database>) {
+  return {
+    /** Up to `limit` events after `after`, in id (= commit) order, optionally no further than `upTo`. */
+    async after(after: number, limit: number, upTo?: number): Promise<StreamEvent[]> {
+      let query = db.selectFrom('stream_events').selectAll().where('id', '>', after);
+      if (upTo !== undefined) query = query.where('id', '<=', upTo);
+      const rows = await query.orderBy('id').limit(limit).execute();
+      return rows.map(toEvent);
+    },
+    /** The last id handed out, and the oldest id still kept (undefined: none kept). */
+    async bounds(): Promise<{ last: number; oldest: number | undefined }> {
+      const position = await db.selectFrom('stream_position').select('last_id').where('id', '=', 1).executeTakeFirst();
+      const oldest = await db.selectFrom('stream_events').select('id').orderBy('id').limit(1).executeTakeFirst();
+      return { last: Number(position?.last_id ?? 0), oldest: oldest === undefined ? undefined : Number(oldest.id) };
+    },
+    /** Which of `candidates` follow `ownerId` now. */
+    async followersAmong(ownerId: number, candidates: readonly number[]): Promise<Set<number>> {
+      const found = new Set<number>();
+      for (let i = 0; i < candidates.length; i += 500) {
+        const chunk = candidates.slice(i, i + 500);
+        const rows = await db
+          .selectFrom('follows')
+          .select('follower_id')
+          .where('followee_id', '=', ownerId)
+          .where('follower_id', 'in', chunk)
+          .execute();
+        for (const row of rows) found.add(Number(row.follower_id));
+      }
+      return found;
+    },
+  };
+}
+
+/** Deletes the events written before `before` (ISO time), in a transaction of its own. */
+export async function purgeEvents(store: { transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T> }, before: string): Promise<number> {
+  return store.transaction(async (tx) => {
+    const result = await tx.db.deleteFrom('stream_events').where('created_at', '<', before).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  });
+}

@@ -1,0 +1,158 @@
+import { PassThrough } from 'node:stream';
+import fp from 'fastify-plugin';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { listen, type Listener } from '../../db/pg-notify.js';
+import type { Caller } from '../../plugins/auth.js';
+import { AppError } from '../../shared/errors.js';
+import { hashToken } from '../../shared/tokens.js';
+import { createTokensRepository } from '../tokens/tokens.repository.js';
+import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent } from './events.js';
+import { redisWakeup, type Wakeup } from './redis-wakeup.js';
+import { StreamHub, type StreamKind, type Subscriber } from './hub.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    streams: StreamHub;
+  }
+}
+
+/** How often old events are purged (in the background, never by a request). */
+const PURGE_EVERY_MS = 10 * 60_000;
+const RETRY_AFTER_SECONDS = '5';
+
+/** True when the client asks for an event stream (CONTRACT §7): `Accept: text/event-stream`. */
+export function wantsEventStream(request: FastifyRequest): boolean {
+  // GET only: a HEAD (which Fastify routes to the same handler) gets the JSON answer's headers, not a stream.
+  const accept = request.headers.accept;
+  return request.method === 'GET' && accept !== undefined && /(^|,)\s*text\/event-stream\s*(;|,|$)/i.test(accept);
+}
+
+/** Last-Event-ID: absent, or one of the ids this service sends (a decimal integer); anything else is a 400. */
+function lastEventId(request: FastifyRequest): number | undefined {
+  const raw = request.headers['last-event-id'];
+  if (raw === undefined) return undefined;
+  const value = Array.isArray(raw) ? raw.join(',') : raw.trim();
+  if (!/^(0|[1-9][0-9]{0,14})$/.test(value)) throw AppError.badRequest('Last-Event-ID', 'must be the id of an event this stream sent');
+  return Number(value);
+}
+
+export interface OpenStream {
+  kind: StreamKind;
+  /** Whose visibility the stream follows (see Subscriber.viewer). */
+  viewer: { id: number; role: Caller['role'] } | undefined;
+  caller: Caller | undefined;
+}
+
+/**
+ * Answers the request with a live stream: 200 `text/event-stream`, `Cache-Control: no-store`. Everything that
+ * can refuse it (a malformed Last-Event-ID, the limits) does so before the stream opens, as an ordinary problem.
+ */
+export async function openStream(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, open: OpenStream): Promise<FastifyReply> {
+  const resumeFrom = lastEventId(request);
+  const refused = app.streams.refusal(open.caller?.id);
+  if (refused === 'process' || app.closing.aborted) {
+    throw new AppError(503, 'Too many open event streams on this server; retry later', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+  }
+  if (refused === 'user') {
+    throw new AppError(429, `At most ${app.config.streamMaxPerUser} event streams per user`, undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+  }
+  const header = open.caller ? /^Bearer[ \t]+(\S+)/i.exec(request.headers.authorization ?? '') : null;
+  const out = new PassThrough();
+  const sub: Subscriber = {
+    kind: open.kind,
+    viewer: open.viewer,
+    caller: open.caller && header?.[1] ? { id: open.caller.id, tokenHash: hashToken(header[1]) } : undefined,
+    cursor: 0,
+    live: false,
+    out,
+    res: reply.raw,
+    lastWrite: Date.now(),
+    closed: false,
+  };
+  reply.raw.once('close', () => app.streams.remove(sub));
+  out.on('error', () => app.streams.remove(sub));
+  await app.streams.add(sub, resumeFrom);
+  // Flush the headers and the retry line at once (proxies: X-Accel-Buffering asks nginx not to buffer).
+  return reply
+    .code(200)
+    .header('content-type', 'text/event-stream')
+    .header('cache-control', 'no-store')
+    .header('x-accel-buffering', 'no')
+    .send(out);
+}
+
+/**
+ * Live streams of posts (CONTRACT §7): the event log, written inside every post write; this process's streams;
+ * the cross-process wake-up (Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN on the session
+ * connection); the background purge.
+ */
+export default fp(
+  async (app) => {
+    const config = app.config;
+    const tokens = createTokensRepository(app.store.db);
+    const hub = new StreamHub(
+      app.store.db,
+      app.links,
+      {
+        heartbeatMs: config.streamHeartbeatSeconds * 1000,
+        maxPerUser: config.streamMaxPerUser,
+        max: config.streamMax,
+        authRecheckMs: config.streamAuthRecheckSeconds * 1000,
+      },
+      (hash) => tokens.findCaller(hash, new Date().toISOString()),
+      app.log,
+      app.metrics,
+    );
+    app.decorate('streams', hub);
+
+    app.postChanges.addRecorder(async (tx, change) => {
+      await recordStreamEvent(tx, change);
+    });
+    app.postChanges.subscribe(() => {
+      hub.kick();
+      wakeup?.publish();
+    });
+
+    let listener: Listener | undefined;
+    let wakeup: Wakeup | undefined;
+    let purge: NodeJS.Timeout | undefined;
+    app.addHook('onReady', async () => {
+      await hub.start();
+      const runPurge = () => {
+        const before = new Date(Date.now() - config.streamRetentionSeconds * 1000).toISOString();
+        purgeEvents(app.store, before).catch((error: unknown) => app.log.warn({ err: error }, 'purging old stream events failed'));
+      };
+      purge = setInterval(runPurge, PURGE_EVERY_MS);
+      purge.unref();
+    });
+    // Only a listening server hears other processes (an app built for inject() in a test has no peers).
+    app.addHook('onListen', async () => {
+      if (app.store.dialect !== 'postgres') return;
+      if (config.redisUrl !== undefined) {
+        wakeup = redisWakeup({
+          url: config.redisUrl,
+          channel: `${config.redisKeyPrefix}stream-events`,
+          onMessage: () => hub.kick(),
+          onConnected: () => hub.kick(),
+          onError: (error) => app.log.warn({ err: error }, 'event stream Redis connection failed'),
+        });
+        return;
+      }
+      listener = listen({
+        url: config.databaseDirectUrl ?? config.databaseUrl,
+        channel: EVENTS_CHANNEL,
+        onMessage: () => hub.kick(),
+        onConnected: () => hub.kick(),
+        onError: (error) => app.log.warn({ err: error }, 'event stream LISTEN connection lost; reconnecting'),
+      });
+    });
+    app.closing.addEventListener('abort', () => hub.closeAll(), { once: true });
+    app.addHook('onClose', async () => {
+      hub.closeAll();
+      if (purge) clearInterval(purge);
+      await listener?.close();
+      await wakeup?.close();
+    });
+  },
+  { name: 'streams', dependencies: ['metrics'] },
+);

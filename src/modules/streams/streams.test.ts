@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
+import { signUp } from '../../../test/helpers/factories.js';
+
+/** The event log behind the live streams (CONTRACT §7): written with the post, only when the write commits. */
+describe('stream event log', () => {
+  const events = (app: Awaited<ReturnType<typeof buildTestApp>>) =>
+    app.db.selectFrom('stream_events').select(['id', 'kind', 'post_id', 'visibility', 'previous_visibility']).orderBy('id').execute();
+
+  it('records created, updated and deleted with ids in commit order and without gaps', async () => {
+    const app = await buildTestApp();
+    const user = await signUp(app);
+    const created = await call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title: 't', content: 'c' } });
+    const id = created.json().id as number;
+    await call(app, 'PUT', `/posts/${id}`, { token: user.token, body: { title: 't', content: 'c', visibility: 'followers' } });
+    await call(app, 'DELETE', `/posts/${id}`, { token: user.token });
+    expect(await events(app)).toEqual([
+      { id: 1, kind: 'created', post_id: id, visibility: 'public', previous_visibility: null },
+      { id: 2, kind: 'updated', post_id: id, visibility: 'followers', previous_visibility: 'public' },
+      { id: 3, kind: 'deleted', post_id: id, visibility: 'followers', previous_visibility: null },
+    ]);
+    expect(await app.db.selectFrom('stream_position').select('last_id').execute()).toEqual([{ last_id: 3 }]);
+  });
+
+  it('a write that rolls back leaves no event and gives its id back', async () => {
+    const app = await buildTestApp();
+    const user = await signUp(app);
+    const post = {
+      owner_id: user.id,
+      title: 't',
+      content: 'c',
+      visibility: 'public' as const,
+      created_at: new Date().toISOString(),
+      updated_at: new Date().toISOString(),
+    };
+    await expect(
+      app.store.transaction(async (tx) => {
+        const row = await tx.db.insertInto('posts').values(post).returningAll().executeTakeFirstOrThrow();
+        await app.postChanges.record(tx, { kind: 'created', post: row });
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow('rolled back');
+    expect(await events(app)).toEqual([]);
+    const row = await write(app, async (db) => db.insertInto('posts').values(post).returningAll().executeTakeFirstOrThrow());
+    await app.store.transaction((tx) => app.postChanges.record(tx, { kind: 'created', post: row }));
+    expect((await events(app)).map((e) => e.id)).toEqual([1]);
+  });
+
+  it('answers JSON without Accept: text/event-stream, and a HEAD never opens a stream', async () => {
+    const app = await buildTestApp();
+    const json = await call(app, 'GET', '/posts');
+    expect(json.statusCode).toBe(200);
+    expect(json.json()).toEqual([]);
+    const head = await call(app, 'HEAD', '/posts', { headers: { accept: 'text/event-stream' } });
+    expect(head.statusCode).toBe(200);
+    expect(head.headers['content-type']).toMatch(/^application\/json/);
+  });
+});

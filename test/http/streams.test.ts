@@ -1,0 +1,430 @@
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordStreamEvent } from '../../src/modules/streams/events.js';
+import { backend } from '../helpers/database.js';
+import {
+  e2eDatabase,
+  killLeftovers,
+  openDatabase,
+  request,
+  startServer,
+  type E2eDatabase,
+  type ServerProcess,
+} from '../helpers/server-process.js';
+import { openSse, type SseEvent, type SseStream } from '../helpers/sse.js';
+
+/**
+ * Live streams (CONTRACT §7) against the built server over real sockets: what each subscriber sees, resuming,
+ * limits, slow readers, revocation, shutdown; on PostgreSQL also commits out of id order and a second process.
+ */
+
+interface Member {
+  id: number;
+  token: string;
+  tokenId: number;
+}
+
+async function signUp(base: string, username: string): Promise<Member> {
+  const password = `${username} password`;
+  const created = await request(base, 'POST', '/users', { body: { username, password } });
+  expect(created.status).toBe(201);
+  return signIn(base, username, password, created.json<{ id: number }>().id);
+}
+
+async function signIn(base: string, username: string, password: string, id?: number): Promise<Member> {
+  const token = await request(base, 'POST', '/tokens', { body: { username, password } });
+  expect(token.status).toBe(201);
+  const body = token.json<{ id: number; token: string; userId?: number }>();
+  return { id: id ?? (await request(base, 'GET', `/users?username=${username}`).then((r) => r.json<Array<{ id: number }>>()[0]!.id)), token: body.token, tokenId: body.id };
+}
+
+async function post(base: string, author: Member, fields: { title?: string; content?: string; visibility?: string } = {}) {
+  const res = await request(base, 'POST', `/users/${author.id}/posts`, {
+    token: author.token,
+    body: { title: fields.title ?? 'A title', content: fields.content ?? 'Some content', ...(fields.visibility ? { visibility: fields.visibility } : {}) },
+  });
+  expect(res.status).toBe(201);
+  return res.json<{ id: number; title: string; content: string; visibility: string }>();
+}
+
+async function follow(base: string, followee: Member, follower: Member) {
+  const res = await request(base, 'POST', `/users/${followee.id}/followers`, { token: follower.token, body: { id: follower.id } });
+  expect(res.status).toBe(201);
+}
+
+const isPost = (kind: string, id: number) => (e: SseEvent) => e.event === kind && (JSON.parse(e.data) as { id: number }).id === id;
+const postIds = (stream: SseStream, kind = 'post.created') =>
+  stream.events.filter((e) => e.event === kind).map((e) => (JSON.parse(e.data) as { id: number }).id);
+
+async function metric(base: string, name: string): Promise<number> {
+  const text = (await request(base, 'GET', '/metrics')).text;
+  const line = text.split('\n').find((l) => l.startsWith(name));
+  return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
+}
+
+describe('event streams', () => {
+  let db: E2eDatabase;
+  let server: ServerProcess;
+  let admin: Member;
+  const open: SseStream[] = [];
+  const sse = async (...args: Parameters<typeof openSse>) => {
+    const stream = await openSse(...args);
+    open.push(stream);
+    return stream;
+  };
+
+  beforeAll(async () => {
+    db = await e2eDatabase();
+    server = await startServer({
+      databaseUrl: db.url,
+      env: { STREAM_HEARTBEAT_SECONDS: '1', STREAM_AUTH_RECHECK_SECONDS: '1', ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'root password' },
+    });
+    admin = await signIn(server.url, 'root', 'root password');
+  }, 60_000);
+  afterAll(async () => {
+    for (const stream of open) stream.close();
+    await server?.stop();
+    await killLeftovers();
+    await db?.drop();
+  }, 60_000);
+
+  it('answers 200 text/event-stream with a retry line, keep-alives, and each post as GET /posts/{id} shows it', async () => {
+    const author = await signUp(server.url, 'st_author');
+    // The client accepts compression: an event stream is never compressed (nor held back by a compressor).
+    const stream = await sse(server.url, '/posts', { headers: { 'accept-encoding': 'br, gzip' } });
+    expect(stream.status).toBe(200);
+    expect(stream.headers['content-type']).toBe('text/event-stream');
+    expect(stream.headers['cache-control']).toBe('no-store');
+    expect(stream.headers['content-encoding']).toBeUndefined();
+
+    const created = await post(server.url, author, { title: 'Streamed' });
+    const event = await stream.next(isPost('post.created', created.id));
+    expect(event.id).toMatch(/^\S+$/);
+    expect(stream.retry).toBeGreaterThan(0);
+    // Byte for byte what a read of the post answers (field order included).
+    expect(event.data).toBe((await request(server.url, 'GET', `/posts/${created.id}`)).text);
+
+    const updated = await request(server.url, 'PUT', `/posts/${created.id}`, {
+      token: author.token,
+      body: { title: 'Renamed', content: 'Some content', visibility: 'public' },
+    });
+    const updateEvent = await stream.next(isPost('post.updated', created.id));
+    expect(updateEvent.data).toBe(updated.text);
+    expect(Number(updateEvent.id)).toBeGreaterThan(Number(event.id));
+
+    expect((await request(server.url, 'DELETE', `/posts/${created.id}`, { token: author.token })).status).toBe(200);
+    const deleted = await stream.next((e) => e.event === 'post.deleted');
+    expect(JSON.parse(deleted.data)).toEqual({ id: created.id });
+
+    // Quiet for over STREAM_HEARTBEAT_SECONDS: a comment keeps the connection alive.
+    await new Promise((r) => setTimeout(r, 2200));
+    expect(stream.comments).toContain(': keep-alive');
+
+    // Without the Accept header the route still answers JSON.
+    const json = await request(server.url, 'GET', '/posts');
+    expect(json.status).toBe(200);
+    expect(json.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await metric(server.url, 'corkboard_streams_open')).toBeGreaterThanOrEqual(1);
+    expect(await metric(server.url, 'corkboard_stream_events_sent_total')).toBeGreaterThanOrEqual(3);
+  });
+
+  it('shows each subscriber what it may see: anonymous, follower, stranger, owner, admin, and the follower’s feed', async () => {
+    const owner = await signUp(server.url, 'vis_owner');
+    const fan = await signUp(server.url, 'vis_fan');
+    const stranger = await signUp(server.url, 'vis_stranger');
+    await follow(server.url, owner, fan);
+
+    const streams = {
+      anonymous: await sse(server.url, '/posts'),
+      fan: await sse(server.url, '/posts', { token: fan.token }),
+      stranger: await sse(server.url, '/posts', { token: stranger.token }),
+      owner: await sse(server.url, '/posts', { token: owner.token }),
+      admin: await sse(server.url, '/posts', { token: admin.token }),
+      fanFeed: await sse(server.url, `/users/${fan.id}/feed`, { token: fan.token }),
+      strangerFeed: await sse(server.url, `/users/${stranger.id}/feed`, { token: stranger.token }),
+    };
+    const pub = await post(server.url, owner, { visibility: 'public' });
+    const fol = await post(server.url, owner, { visibility: 'followers' });
+    const priv = await post(server.url, owner, { visibility: 'private' });
+    const strangers = await post(server.url, stranger, { visibility: 'public' });
+    // A last public post by the owner: once a stream has it, it has had every event before it.
+    const sentinel = await post(server.url, owner, { visibility: 'public' });
+    for (const [name, stream] of Object.entries(streams)) {
+      if (name !== 'strangerFeed') await stream.next(isPost('post.created', sentinel.id));
+    }
+    expect(postIds(streams.anonymous)).toEqual([pub.id, strangers.id, sentinel.id]);
+    expect(postIds(streams.stranger)).toEqual([pub.id, strangers.id, sentinel.id]);
+    expect(postIds(streams.fan)).toEqual([pub.id, fol.id, strangers.id, sentinel.id]);
+    expect(postIds(streams.owner)).toEqual([pub.id, fol.id, priv.id, strangers.id, sentinel.id]);
+    expect(postIds(streams.admin)).toEqual([pub.id, fol.id, priv.id, strangers.id, sentinel.id]);
+    // The feed: posts by the people the feed's owner follows (not their own, not strangers').
+    expect(postIds(streams.fanFeed)).toEqual([pub.id, fol.id, sentinel.id]);
+    expect(postIds(streams.strangerFeed)).toEqual([]);
+
+    // The public post turns private: who saw it is told it is gone; the owner sees the update.
+    const res = await request(server.url, 'PUT', `/posts/${pub.id}`, {
+      token: owner.token,
+      body: { title: 'Hidden now', content: 'Some content', visibility: 'private' },
+    });
+    expect(res.status).toBe(200);
+    for (const stream of [streams.anonymous, streams.fan, streams.stranger, streams.fanFeed]) {
+      const gone = await stream.next((e) => e.event === 'post.deleted');
+      expect(JSON.parse(gone.data)).toEqual({ id: pub.id });
+    }
+    expect((await streams.owner.next(isPost('post.updated', pub.id))).data).toBe(res.text);
+
+    // After an unfollow the fan gets no more followers-only posts, and the owner leaves the fan's feed.
+    expect((await request(server.url, 'DELETE', `/users/${owner.id}/followers/${fan.id}`, { token: fan.token })).status).toBe(200);
+    const hiddenNow = await post(server.url, owner, { visibility: 'followers' });
+    const marker = await post(server.url, stranger, { visibility: 'public' });
+    await streams.fan.next(isPost('post.created', marker.id));
+    await streams.owner.next(isPost('post.created', marker.id));
+    expect(postIds(streams.fan)).not.toContain(hiddenNow.id);
+    expect(postIds(streams.owner)).toContain(hiddenNow.id);
+    expect(postIds(streams.fanFeed)).not.toContain(hiddenNow.id);
+    for (const stream of Object.values(streams)) stream.close();
+  });
+
+  it('an admin may stream another user’s feed; a member may not (403), nor without a token (401)', async () => {
+    const member = await signUp(server.url, 'feed_member');
+    const other = await signUp(server.url, 'feed_other');
+    const forbidden = await sse(server.url, `/users/${member.id}/feed`, { token: other.token });
+    await forbidden.ended();
+    expect(forbidden.status).toBe(403);
+    const anonymous = await sse(server.url, `/users/${member.id}/feed`);
+    await anonymous.ended();
+    expect(anonymous.status).toBe(401);
+    const byAdmin = await sse(server.url, `/users/${member.id}/feed`, { token: admin.token });
+    expect(byAdmin.status).toBe(200);
+    byAdmin.close();
+  });
+
+  it('resumes from Last-Event-ID with what was written meanwhile, in order, then goes on live, without duplicates', async () => {
+    const author = await signUp(server.url, 'resume_author');
+    const first = await sse(server.url, '/posts');
+    const a = await post(server.url, author);
+    const seen = await first.next(isPost('post.created', a.id));
+    first.close();
+
+    const b = await post(server.url, author);
+    const c = await post(server.url, author, { visibility: 'private' });
+    const d = await post(server.url, author);
+    const resumed = await sse(server.url, '/posts', { lastEventId: seen.id! });
+    expect(resumed.status).toBe(200);
+    await resumed.next(isPost('post.created', d.id));
+    const e = await post(server.url, author);
+    await resumed.next(isPost('post.created', e.id));
+    const ids = postIds(resumed);
+    expect(ids).toEqual([b.id, d.id, e.id]);
+    expect(ids).not.toContain(c.id);
+    const eventIds = resumed.events.map((ev) => Number(ev.id));
+    expect([...eventIds].sort((x, y) => x - y)).toEqual(eventIds);
+    expect(new Set(eventIds).size).toBe(eventIds.length);
+    resumed.close();
+  });
+
+  it('answers a malformed Last-Event-ID with 400 before opening the stream', async () => {
+    for (const bad of ['abc', '-1', '1.5', '007', '99999999999999999999']) {
+      const res = await sse(server.url, '/posts', { lastEventId: bad });
+      await res.ended();
+      expect(res.status).toBe(400);
+      expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(res.body)).toMatchObject({ status: 400, errors: [{ field: 'Last-Event-ID' }] });
+    }
+  });
+
+  it('sends event: reset first for an id whose events are no longer kept, then what is', async () => {
+    const author = await signUp(server.url, 'reset_author');
+    const watcher = await sse(server.url, '/posts');
+    const old = await post(server.url, author);
+    const oldEvent = await watcher.next(isPost('post.created', old.id));
+    const purged = await post(server.url, author);
+    const kept = await post(server.url, author);
+    const keptEvent = await watcher.next(isPost('post.created', kept.id));
+    watcher.close();
+    // What the background purge does to events older than the retention.
+    const handle = openDatabase(db.url);
+    try {
+      await handle.transaction((tx) => tx.db.deleteFrom('stream_events').where('id', '<', Number(keptEvent.id)).execute());
+    } finally {
+      await handle.close();
+    }
+    const resumed = await sse(server.url, '/posts', { lastEventId: oldEvent.id! });
+    await resumed.next(isPost('post.created', kept.id));
+    expect(resumed.events[0]).toMatchObject({ event: 'reset', data: '{}' });
+    expect(postIds(resumed)).not.toContain(purged.id);
+    resumed.close();
+
+    // An id this database never handed out is a reset too.
+    const unknown = await sse(server.url, '/posts', { lastEventId: '999999999' });
+    await unknown.next((e) => e.event === 'reset');
+    unknown.close();
+  });
+
+  it('closes a stream within seconds once its token is revoked', async () => {
+    const member = await signUp(server.url, 'revoked_member');
+    const stream = await sse(server.url, '/posts', { token: member.token });
+    expect(stream.status).toBe(200);
+    expect((await request(server.url, 'DELETE', `/tokens/${member.tokenId}`, { token: member.token })).status).toBe(200);
+    await stream.ended(5000);
+    expect(await metric(server.url, 'corkboard_stream_subscribers_dropped_total{reason="revoked"}')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('disconnects a subscriber that does not read once more than 1 MiB waits for it', async () => {
+    const author = await signUp(server.url, 'slow_author');
+    const reader = await sse(server.url, '/posts');
+    // A client that sends its request and never reads: the kernel's buffers fill, then the server's.
+    const socket = net.connect(server.port, '127.0.0.1');
+    socket.pause();
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write('GET /posts HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n');
+    await new Promise((r) => setTimeout(r, 300));
+    const content = 'x'.repeat(10_000);
+    let dropped = 0;
+    for (let round = 0; round < 150 && dropped === 0; round++) {
+      await Promise.all(Array.from({ length: 8 }, () => post(server.url, author, { content })));
+      dropped = await metric(server.url, 'corkboard_stream_subscribers_dropped_total{reason="slow"}');
+    }
+    expect(dropped).toBe(1);
+    socket.destroy();
+    // The reader that keeps up is still served.
+    const last = await post(server.url, author);
+    await reader.next(isPost('post.created', last.id), 10_000);
+    reader.close();
+  }, 120_000);
+
+  it.skipIf(backend !== 'postgres')('delivers in commit order: an event whose transaction commits later is not skipped by a resume', async () => {
+    const author = await signUp(server.url, 'order_author');
+    const watcher = await sse(server.url, '/posts');
+    const handle = openDatabase(db.url);
+    try {
+      const row = (title: string) => ({
+        id: 0,
+        owner_id: author.id,
+        title,
+        content: 'c',
+        visibility: 'public' as const,
+        reply_count: 0,
+        recommend_count: 0,
+        created_at: new Date().toISOString(),
+        updated_at: new Date().toISOString(),
+      });
+      // T1 starts first and takes its event id; T2 writes its event while T1 is still open; T1 commits last.
+      let releaseFirst!: () => void;
+      const firstMayCommit = new Promise<void>((r) => (releaseFirst = r));
+      let firstRecorded!: () => void;
+      const firstHasRecorded = new Promise<void>((r) => (firstRecorded = r));
+      let secondDone = false;
+      const t1 = handle.transaction(async (tx) => {
+        const inserted = await tx.db.insertInto('posts').values({ ...row('first'), id: undefined } as never).returningAll().executeTakeFirstOrThrow();
+        await recordStreamEvent(tx, { kind: 'created', post: inserted });
+        firstRecorded();
+        await firstMayCommit;
+        return inserted.id;
+      });
+      await firstHasRecorded;
+      const t2 = handle
+        .transaction(async (tx) => {
+          const inserted = await tx.db.insertInto('posts').values({ ...row('second'), id: undefined } as never).returningAll().executeTakeFirstOrThrow();
+          await recordStreamEvent(tx, { kind: 'created', post: inserted });
+          return inserted.id;
+        })
+        .then((id) => {
+          secondDone = true;
+          return id;
+        });
+      await new Promise((r) => setTimeout(r, 300));
+      // T2 cannot commit while T1 holds the next position: ids cannot be committed out of order.
+      expect(secondDone).toBe(false);
+      releaseFirst();
+      const [firstId, secondId] = await Promise.all([t1, t2]);
+      const firstEvent = await watcher.next(isPost('post.created', firstId));
+      const secondEvent = await watcher.next(isPost('post.created', secondId));
+      expect(Number(firstEvent.id)).toBeLessThan(Number(secondEvent.id));
+      expect(watcher.events.indexOf(firstEvent)).toBeLessThan(watcher.events.indexOf(secondEvent));
+      // A client that had only the first-delivered event resumes and still receives the other.
+      const resumed = await sse(server.url, '/posts', { lastEventId: firstEvent.id! });
+      await resumed.next(isPost('post.created', secondId));
+      resumed.close();
+    } finally {
+      await handle.close();
+    }
+    watcher.close();
+  });
+});
+
+describe('event stream limits and shutdown', () => {
+  let db: E2eDatabase;
+  let server: ServerProcess;
+
+  beforeAll(async () => {
+    db = await e2eDatabase();
+    server = await startServer({ databaseUrl: db.url, env: { STREAM_MAX_PER_USER: '2', STREAM_MAX: '3' } });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+    await killLeftovers();
+    await db?.drop();
+  }, 60_000);
+
+  it('answers 429 past STREAM_MAX_PER_USER and 503 with Retry-After past STREAM_MAX; SIGTERM ends every stream and exits 0', async () => {
+    const member = await signUp(server.url, 'limit_member');
+    const streams = [await openSse(server.url, '/posts', { token: member.token }), await openSse(server.url, '/posts', { token: member.token })];
+    expect(streams.map((s) => s.status)).toEqual([200, 200]);
+    const third = await openSse(server.url, '/posts', { token: member.token });
+    await third.ended();
+    expect(third.status).toBe(429);
+    streams.push(await openSse(server.url, '/posts'));
+    expect(streams[2]!.status).toBe(200);
+    const over = await openSse(server.url, '/posts');
+    await over.ended();
+    expect(over.status).toBe(503);
+    expect(Number(over.headers['retry-after'])).toBeGreaterThan(0);
+
+    // A closed stream frees its place.
+    streams[0]!.close();
+    await new Promise((r) => setTimeout(r, 200));
+    streams[0] = await openSse(server.url, '/posts', { token: member.token });
+    expect(streams[0].status).toBe(200);
+
+    const exit = server.stop();
+    await Promise.all(streams.map((s) => s.ended(5000)));
+    expect(await exit).toEqual({ code: 0, signal: null });
+  });
+});
+
+const WAKEUPS: Array<{ through: string; env: Record<string, string> }> = [
+  { through: 'PostgreSQL LISTEN/NOTIFY', env: {} },
+  { through: 'Redis pub/sub (REDIS_URL)', env: { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: `corkboard-sse-${process.pid}:` } },
+];
+
+describe.skipIf(backend !== 'postgres').each(WAKEUPS)('event streams across two processes, through $through', ({ env }) => {
+  let db: E2eDatabase;
+  let a: ServerProcess;
+  let b: ServerProcess;
+
+  beforeAll(async () => {
+    db = await e2eDatabase();
+    a = await startServer({ databaseUrl: db.url, env });
+    b = await startServer({ databaseUrl: db.url, env });
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+    await killLeftovers();
+    await db?.drop();
+  }, 60_000);
+
+  it('a post written through one process reaches a stream held by the other within a second', async () => {
+    const author = await signUp(a.url, 'xp_author');
+    const stream = await openSse(b.url, '/posts');
+    // Well past the first: the other process's wake-up connection is in place by then.
+    await new Promise((r) => setTimeout(r, 300));
+    for (let i = 0; i < 3; i++) {
+      const before = Date.now();
+      const created = await post(a.url, author);
+      await stream.next(isPost('post.created', created.id), 1000);
+      expect(Date.now() - before).toBeLessThan(1000);
+    }
+    stream.close();
+  });
+});
