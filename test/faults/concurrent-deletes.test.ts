@@ -8,6 +8,7 @@ import {
   request,
   startServer,
   type E2eDatabase,
+  type HttpResponse,
   type ServerProcess,
 } from '../helpers/server-process.js';
 
@@ -42,7 +43,7 @@ async function member(server: ServerProcess, username: string): Promise<Member> 
   return { id: created.json<{ id: number }>().id, token: signedIn.json<{ token: string }>().token, posts: [] };
 }
 
-async function ok(res: Promise<{ status: number; text: string }>, status = 201) {
+async function ok(res: Promise<HttpResponse>, status = 201): Promise<HttpResponse> {
   const r = await res;
   expect(r.status, r.text).toBe(status);
   return r;

@@ -25,11 +25,8 @@ describe('GET /health checks the schema version', () => {
 
     const store = openDatabase(db.url);
     try {
-      const latest = await store.db
-        .selectFrom('kysely_migration' as never)
-        .select(['name', 'timestamp'] as never[])
-        .where('name' as never, '=', EXPECTED_SCHEMA as never)
-        .executeTakeFirstOrThrow() as { name: string; timestamp: string };
+      const { rows } = await sql<{ name: string; timestamp: string }>`select name, timestamp from kysely_migration where name = ${EXPECTED_SCHEMA}`.execute(store.db);
+      const latest = rows[0]!;
 
       // A database an older build migrated: its newest migration is not this build's.
       await store.transaction(({ db: tx }) => sql`delete from kysely_migration where name = ${EXPECTED_SCHEMA}`.execute(tx));

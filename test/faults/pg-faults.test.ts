@@ -165,7 +165,11 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     for (const res of answers.filter((r) => r.status === 503)) expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
     if (statuses.has(503)) {
       const failed = server.logs().filter((line) => line.msg === 'request failed');
-      expect(failed.every((line) => /57P01|terminat/i.test(JSON.stringify(line)))).toBe(true);
+      // The termination itself (57P01, or the socket closing under a query), or, on a loaded machine, the wait for a
+      // fresh connection while the pool reconnects: each names what happened, none is a bare "unexpected error".
+      const causes = failed.map((line) => JSON.stringify(line).slice(0, 2000));
+      expect(causes.filter((line) => !/57P01|terminat|connections stayed busy|timeout exceeded when trying to connect/i.test(line))).toEqual([]);
+      expect(causes.some((line) => /57P01/.test(line))).toBe(true);
     }
 
     // Recovered: everything the clients were told was created is stored, and new requests succeed.
@@ -224,13 +228,13 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
       `[pg statement timeout] PUT under a row lock answered 503 after ${rowLockMs.join(', ')} ms; ` +
         `GETs under a table lock after ${reads.map((r) => r.ms).join(', ')} ms (timeout ${TIMEOUT_MS} ms, pool 4)`,
     );
-    // As many writes as the pool has connections wait only for the lock: about the timeout.
-    for (const ms of [...[...rowLockMs].sort((a, b) => a - b).slice(0, 4), ...reads.map((r) => r.ms)]) {
-      expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
-      expect(ms).toBeLessThan(TIMEOUT_MS + 1000);
-    }
-    // The two writes that queued for a connection waited for one, then for the lock: at most about twice the timeout.
-    for (const ms of rowLockMs) expect(ms).toBeLessThan(3 * TIMEOUT_MS + 500);
+    // A write waits at most the timeout per statement: the first is cancelled after about the timeout; one that
+    // queued behind it for the owner's row may get that row just before its own timeout and then wait for the post
+    // row again, so a request can take two or three timeouts, never more. Reads under the table lock wait once.
+    expect(Math.min(...rowLockMs)).toBeLessThan(TIMEOUT_MS + 1000);
+    for (const ms of [...rowLockMs, ...reads.map((r) => r.ms)]) expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+    for (const ms of rowLockMs) expect(ms).toBeLessThan(3 * TIMEOUT_MS + 1000);
+    for (const { ms } of reads) expect(ms).toBeLessThan(TIMEOUT_MS + 1000);
 
     // Released: the pool's connections are all usable again (more requests than connections, all fast).
     const after = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 3 === 0 ? put(`after ${i}`) : request(server.url, 'GET', `/posts/${postId}`))));

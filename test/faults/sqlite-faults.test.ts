@@ -4,8 +4,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { backend } from '../helpers/database.js';
-import { killLeftovers, openDatabase, request, sqliteFile, startServer, type E2eDatabase, type ServerProcess } from '../helpers/server-process.js';
-import { e2eDatabase } from '../helpers/server-process.js';
+import {
+  e2eDatabase,
+  killLeftovers,
+  openDatabase,
+  request,
+  sqliteFile,
+  startServer,
+  type E2eDatabase,
+  type ServerProcess,
+} from '../helpers/server-process.js';
 
 /**
  * Issue 22, items 3 and 4 (SQLite): the database failing under a running server (CONTRACT §5). Another process
