@@ -28,9 +28,13 @@ export const isForeignKeyViolation = (error: unknown) => constraintKind(error) =
 
 /** The database cannot serve the request now (a lock not granted in time, the server gone): a 503, retry later. */
 export class DatabaseUnavailableError extends Error {
+  /** The driver's code (SQLITE_BUSY, 57014, …): the log serializer prints `code` but not the cause's fields. */
+  readonly code?: string;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'DatabaseUnavailableError';
+    const code = codeOf(options?.cause);
+    if (code) this.code = code;
   }
 }
 

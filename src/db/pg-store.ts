@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from 'kysely';
+import { DatabaseUnavailableError } from './errors.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
 import { runHooks, type Store, type StoreOptions, type Tx, type Work } from './store.js';
 import type { Database } from './types.js';
@@ -34,12 +35,11 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
   const preparedStatements = options.preparedStatements ?? true;
   const onHookError = options.onHookError ?? (() => {});
 
-  const pool = newPool(url, options, { max: options.poolMax ?? 10, connectionTimeoutMillis: timeoutMs });
+  const poolMax = options.poolMax ?? 10;
+  const pool = newPool(url, options, { max: poolMax, connectionTimeoutMillis: timeoutMs });
   // An idle client that loses its connection emits 'error' on the pool; without a listener that kills the process.
   pool.on('error', () => {});
-  const db = new Kysely<Database>({
-    dialect: new PostgresDialect({ pool: preparedStatements ? withNamedStatements(pool) : pool }),
-  });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: wrapPool(pool, preparedStatements, poolMax) }) });
 
   return {
     dialect: 'postgres',
@@ -48,11 +48,22 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
     async transaction<T>(work: Work<T>): Promise<T> {
       for (let attempt = 1; ; attempt++) {
         const hooks: (() => void)[] = [];
+        // Kysely answers a failed ROLLBACK's error instead of the one that caused it: on a connection that died
+        // mid-transaction that is "Connection terminated unexpectedly", which hides the cause. Keep the work's own.
+        let failure: { error: unknown } | undefined;
         try {
-          const value = await db.transaction().execute((trx) => work(pgTx(trx, hooks)));
+          const value = await db.transaction().execute(async (trx) => {
+            try {
+              return await work(pgTx(trx, hooks));
+            } catch (error) {
+              failure = { error };
+              throw error;
+            }
+          });
           runHooks(hooks, onHookError);
           return value;
-        } catch (error) {
+        } catch (thrown) {
+          const error = failure ? failure.error : thrown;
           const code = (error as { code?: string } | null)?.code;
           if (attempt >= MAX_ATTEMPTS || !code || !RETRYABLE.has(code)) throw error;
           await new Promise((resolve) => setTimeout(resolve, 5 * attempt * Math.random()));
@@ -111,13 +122,24 @@ function pgTx(trx: Kysely<Database>, hooks: (() => void)[]): Tx {
 }
 
 /**
- * Kysely sends every query unnamed, so PostgreSQL parses and plans it again on each execution. Naming each distinct
- * SQL text makes node-postgres prepare it once per connection and then only bind and execute it. Not behind a
- * transaction pooler, which may hand the next statement to a connection that never saw the name.
+ * The pool as Kysely sees it, for two reasons:
+ * - Kysely sends every query unnamed, so PostgreSQL parses and plans it again on each execution. Naming each
+ *   distinct SQL text makes node-postgres prepare it once per connection and then only bind and execute it. Not
+ *   behind a transaction pooler (`named` false), which may hand the next statement to a connection that never saw
+ *   the name.
+ * - A connection that dies while checked out (the server terminated it, the network dropped, between two
+ *   statements of a transaction) emits 'error' on its client, and pg-pool listens only on idle clients: unheard,
+ *   that event kills the process. The error is kept instead; the next query on that client fails with it as the
+ *   cause (a 503 whose log names what happened), and pg-pool discards the broken client when it is released.
  */
-function withNamedStatements(pool: pg.Pool): PostgresPool {
+function wrapPool(pool: pg.Pool, named: boolean, max: number): PostgresPool {
+  const lost = new WeakMap<pg.PoolClient, unknown>();
+  pool.on('connect', (client) => {
+    client.on('error', (error) => lost.set(client, error));
+  });
   const names = new Map<string, string>();
   const nameOf = (text: string): string | undefined => {
+    if (!named) return undefined;
     let name = names.get(text);
     if (name === undefined && names.size < MAX_NAMED_STATEMENTS) {
       name = `corkboard_${names.size}`;
@@ -127,12 +149,32 @@ function withNamedStatements(pool: pg.Pool): PostgresPool {
   };
   return {
     async connect(): Promise<PostgresPoolClient> {
-      const client = await pool.connect();
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (error) {
+        // pg-pool says "timeout exceeded when trying to connect" both when the server does not answer and when
+        // every connection stayed busy for the whole wait: say which, for whoever reads the log.
+        if (error instanceof Error && /timeout exceeded/.test(error.message) && pool.totalCount >= max) {
+          throw new DatabaseUnavailableError(`all ${max} PostgreSQL connections stayed busy for the whole wait`, { cause: error });
+        }
+        throw error;
+      }
       return {
         async query<R>(text: unknown, values: ReadonlyArray<unknown> = []): Promise<PostgresQueryResult<R>> {
           // Kysely passes a cursor object only for streaming, which corkboard does not use.
           if (typeof text !== 'string') throw new Error('query streams are not supported');
-          const result = await client.query<pg.QueryResultRow & R>({ name: nameOf(text), text, values: [...values] });
+          if (lost.has(client)) throw new DatabaseUnavailableError('the connection to PostgreSQL was lost', { cause: lost.get(client) });
+          let result;
+          try {
+            result = await client.query<pg.QueryResultRow & R>({ name: nameOf(text), text, values: [...values] });
+          } catch (error) {
+            // A query cut off by a dying connection fails with "Connection terminated unexpectedly"; the server's
+            // own reason (57P01 terminated by an administrator, a reset socket) came as the client's 'error' event.
+            const cause = lost.get(client);
+            if (cause !== undefined && cause !== error) throw new DatabaseUnavailableError('the connection to PostgreSQL was lost', { cause });
+            throw error;
+          }
           return { command: result.command as PostgresQueryResult<R>['command'], rowCount: result.rowCount ?? 0, rows: result.rows };
         },
         release: () => client.release(),
