@@ -1,5 +1,5 @@
 import { brotliDecompressSync } from 'node:zlib';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parseEntityTags } from '../src/shared/conditional.js';
 import { publish } from './helpers/api.js';
 import { buildTestApp, call } from './helpers/build-test-app.js';
@@ -259,21 +259,61 @@ describe('If-Match on PUT and DELETE', () => {
     expect(deleted.json()).toEqual({ code: '200', message: 'OK', data: 'deleted' });
   });
 
-  it('two PUTs with the same If-Match at once: exactly one 200, one 412', async () => {
+  it('a write always changes the tag, even with the same body within one millisecond', async () => {
     const app = await buildTestApp();
     const alice = await signUp(app);
     const post = await publish(app, alice, 'hello');
     const boardId = (await call(app, 'POST', '/boards', { token: alice.token, body: { title: 't', content: 'c' } })).json().data.id;
-    for (const [url, bodyOf] of [
+    const replyId = (await call(app, 'POST', `/posts/${post.id}/replies`, { token: alice.token, body: { content: 'r' } })).json().id;
+    const resources = [
+      [`/posts/${post.id}`, { title: 'same', content: 'x', visibility: 'public' }],
+      [`/boards/${boardId}`, { title: 'same', content: 'x' }],
+      [`/users/${alice.id}`, { username: alice.username, displayName: 'same', bio: '' }],
+      [`/posts/${post.id}/replies/${replyId}`, { content: 'same' }],
+    ] as const;
+    // The clock stands still: every write happens in the same millisecond.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 1000 });
+    try {
+      for (const [url, body] of resources) {
+        // Already this body, written in this millisecond.
+        expect((await call(app, 'PUT', url, { token: alice.token, body })).statusCode).toBe(200);
+        const tag = (await call(app, 'GET', url, { token: alice.token })).headers.etag as string;
+        const first = await call(app, 'PUT', url, { token: alice.token, body, headers: { 'if-match': tag } });
+        expect(first.statusCode, url).toBe(200);
+        expect(first.headers.etag, url).not.toBe(tag);
+        const second = await call(app, 'PUT', url, { token: alice.token, body, headers: { 'if-match': tag } });
+        expect(second.statusCode, url).toBe(412);
+      }
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('two PUTs with the same If-Match at once, even with the same body: exactly one 200, one 412', async () => {
+    const app = await buildTestApp();
+    const alice = await signUp(app);
+    const post = await publish(app, alice, 'hello');
+    const boardId = (await call(app, 'POST', '/boards', { token: alice.token, body: { title: 't', content: 'c' } })).json().data.id;
+    const replyId = (await call(app, 'POST', `/posts/${post.id}/replies`, { token: alice.token, body: { content: 'r' } })).json().id;
+    const resources = [
       [`/posts/${post.id}`, (n: number) => ({ title: `racer ${n}`, content: 'x', visibility: 'public' })],
       [`/boards/${boardId}`, (n: number) => ({ title: `racer ${n}`, content: 'x' })],
       [`/users/${alice.id}`, (n: number) => ({ username: alice.username, displayName: `racer ${n}`, bio: '' })],
-    ] as const) {
-      const tag = (await call(app, 'GET', url, { token: alice.token })).headers.etag as string;
-      const answers = await Promise.all(
-        [1, 2].map((n) => call(app, 'PUT', url, { token: alice.token, body: bodyOf(n), headers: { 'if-match': tag } })),
-      );
-      expect(answers.map((a) => a.statusCode).sort(), url).toEqual([200, 412]);
+      [`/posts/${post.id}/replies/${replyId}`, (n: number) => ({ content: `racer ${n}` })],
+    ] as const;
+    for (const sameBody of [false, true]) {
+      for (const [url, bodyOf] of resources) {
+        const tag = (await call(app, 'GET', url, { token: alice.token })).headers.etag as string;
+        const answers = await Promise.all(
+          [1, 2].map((n) => call(app, 'PUT', url, { token: alice.token, body: bodyOf(sameBody ? 0 : n), headers: { 'if-match': tag } })),
+        );
+        expect(answers.map((a) => a.statusCode).sort(), `${url} same body: ${sameBody}`).toEqual([200, 412]);
+        // The winner's answer is what GET now shows.
+        const winner = answers.find((a) => a.statusCode === 200)!;
+        const now = await call(app, 'GET', url, { token: alice.token });
+        expect(winner.headers.etag).toBe(now.headers.etag);
+        if (!url.startsWith('/boards')) expect(now.json()).toEqual(winner.json());
+      }
     }
   });
 });

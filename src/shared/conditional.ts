@@ -77,8 +77,19 @@ export function tagOf(reply: FastifyReply, schema: object, value: unknown): stri
   return entityTag(reply.compileSerializationSchema(schema as Record<string, unknown>)(value as Record<string, unknown>));
 }
 
-/** A check a service runs inside its write transaction, after locking the row and before changing it. */
-export type Precondition = (db: Kysely<Database>) => Promise<void>;
+/**
+ * A check a service runs inside its write transaction, after locking the row and before changing it. It resolves to
+ * the `updatedAt` of the representation it matched: a write stamps a later `updatedAt` (`updatedAfter`), so the
+ * representation, hence its tag, always changes, even when the new fields equal the old within one millisecond. Of
+ * two writes carrying the same If-Match, the second then never matches.
+ */
+export type Precondition = (db: Kysely<Database>) => Promise<string>;
+
+/** Now as an ISO timestamp, but at least one millisecond after `previous` (ISO strings order as the times do). */
+export function updatedAfter(previous: string | undefined): string {
+  const now = new Date().toISOString();
+  return previous === undefined || now > previous ? now : new Date(Date.parse(previous) + 1).toISOString();
+}
 
 /**
  * The If-Match precondition of a PUT or DELETE, or undefined when the request has none (the write is
@@ -92,6 +103,7 @@ export function ifMatch<T>(
   reply: FastifyReply,
   schema: object,
   render: (db: Kysely<Database>) => Promise<T | undefined>,
+  updatedAt: (current: T) => string,
 ): Precondition | undefined {
   const tags = request.ifMatch;
   if (tags === null) return undefined;
@@ -102,6 +114,7 @@ export function ifMatch<T>(
         { field: 'If-Match', message: 'matches no current entity-tag' },
       ]);
     }
+    return updatedAt(current);
   };
 }
 

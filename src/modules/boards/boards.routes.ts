@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Tx } from '../../db/store.js';
 import { Type, type Static } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
-import { ifMatch, tagOf, type Precondition } from '../../shared/conditional.js';
+import { ifMatch, tagOf, updatedAfter, type Precondition } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { toBoard } from '../../shared/representations.js';
 import { EnvelopeErrorSchema, toId } from '../../shared/schemas.js';
@@ -46,13 +46,13 @@ async function requireJsonContentType(request: FastifyRequest): Promise<void> {
 
 /**
  * With an If-Match precondition (CONTRACT §6.1), locks the board's row and runs it inside the write's transaction,
- * so check and write are one atomic step; false when the row is gone. Without one there is nothing to do.
+ * so check and write are one atomic step: `seen` is the matched board's updatedAt. Undefined when the row is gone.
+ * Without a precondition there is nothing to do.
  */
-async function lockForPrecondition(tx: Tx, id: number, precondition: Precondition | undefined): Promise<boolean> {
-  if (!precondition) return true;
-  if ((await tx.lockRows('boards', [id])).length === 0) return false;
-  await precondition(tx.db);
-  return true;
+async function lockForPrecondition(tx: Tx, id: number, precondition: Precondition | undefined): Promise<{ seen?: string } | undefined> {
+  if (!precondition) return {};
+  if ((await tx.lockRows('boards', [id])).length === 0) return undefined;
+  return { seen: await precondition(tx.db) };
 }
 
 /** If-Match against the board as GET /boards/{id} renders it: the whole envelope, as its ETag hashes it. */
@@ -60,7 +60,7 @@ const boardPrecondition = (request: FastifyRequest, reply: FastifyReply, id: num
   ifMatch(request, reply, BoardEnvelope, async (db) => {
     const row = await createBoardsRepository(db).findById(id);
     return row && ok(toBoard(row));
-  });
+  }, (envelope) => envelope.data.updatedAt);
 
 const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const boards = createBoardsRepository(app.db);
@@ -186,10 +186,11 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!current) throw AppError.notFound('board');
       if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may replace this board');
       // The author never changes, so the check above still holds; only a concurrent delete can intervene.
-      const values = { title: body.title, content: body.content, updated_at: new Date().toISOString() };
       const precondition = boardPrecondition(request, reply, id);
       const updated = await app.store.transaction(async (tx) => {
-        if (!(await lockForPrecondition(tx, id, precondition))) return undefined;
+        const checked = await lockForPrecondition(tx, id, precondition);
+        if (!checked) return undefined;
+        const values = { title: body.title, content: body.content, updated_at: updatedAfter(checked.seen) };
         const repository = createBoardsRepository(tx.db);
         return (await repository.update(id, values)) ? repository.findById(id) : undefined;
       });
@@ -226,7 +227,7 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may delete this board');
       const precondition = boardPrecondition(request, reply, id);
       const removed = await app.store.transaction(
-        async (tx) => (await lockForPrecondition(tx, id, precondition)) && createBoardsRepository(tx.db).remove(id),
+        async (tx) => (await lockForPrecondition(tx, id, precondition)) !== undefined && createBoardsRepository(tx.db).remove(id),
       );
       if (!removed) throw AppError.badRequest('board_id', 'names no board');
       return ok('deleted' as const);

@@ -26,7 +26,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     ifMatch(request, reply, PostSchema, async (db) => {
       const row = await findVisiblePost(db, id, caller);
       return row && toPost(row, app.links);
-    });
+    }, (post) => post.updatedAt);
 
   app.get(
     '/posts',

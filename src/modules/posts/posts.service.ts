@@ -1,6 +1,6 @@
 import type { Store } from '../../db/store.js';
 import type { PostRow, Visibility } from '../../db/types.js';
-import type { Precondition } from '../../shared/conditional.js';
+import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import type { PostChanges } from '../../shared/post-changes.js';
 import { createPostsRepository } from './posts.repository.js';
 
@@ -46,7 +46,8 @@ export async function replacePost(
     const posts = createPostsRepository(tx.db);
     const previous = await tx.db.selectFrom('posts').selectAll().where('id', '=', current.id).executeTakeFirst();
     if (!previous) return undefined;
-    const post = await posts.update(current.id, { ...input, updated_at: new Date().toISOString() });
+    // Strictly later than the last write: see Precondition.
+    const post = await posts.update(current.id, { ...input, updated_at: updatedAfter(previous.updated_at) });
     if (!post) return undefined;
     if (previous.visibility !== post.visibility) {
       await posts.countPost(post.owner_id, previous.visibility, -1);

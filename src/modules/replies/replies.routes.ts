@@ -33,7 +33,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!(await findVisiblePost(db, postId, caller))) return undefined;
       const row = await createRepliesRepository(db).findInPost(postId, id);
       return row && toReply(row, app.links);
-    });
+    }, (result) => result.updatedAt);
 
   app.get(
     '/posts/:post_id/replies',

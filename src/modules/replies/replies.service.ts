@@ -1,7 +1,7 @@
 import { isForeignKeyViolation } from '../../db/errors.js';
 import type { Store, Tx } from '../../db/store.js';
 import type { ReplyRow } from '../../db/types.js';
-import type { Precondition } from '../../shared/conditional.js';
+import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import { createRepliesRepository } from './replies.repository.js';
 
 /**
@@ -56,18 +56,19 @@ export function replaceReply(
   options: { ifMatch?: Precondition } = {},
 ): Promise<ReplyRow | undefined> {
   return store.transaction(async (tx) => {
-    if (!(await lockForPrecondition(tx, id, options.ifMatch))) return undefined;
-    return createRepliesRepository(tx.db).update(postId, id, { content, updated_at: new Date().toISOString() });
+    const checked = await lockForPrecondition(tx, id, options.ifMatch);
+    if (!checked) return undefined;
+    return createRepliesRepository(tx.db).update(postId, id, { content, updated_at: updatedAfter(checked.seen) });
   });
 }
 
 /**
  * With an If-Match precondition (CONTRACT §6.1), locks the reply's row and runs it, so check and write are one
- * atomic step; false when the row is gone. Without one there is nothing to do.
+ * atomic step: `seen` is the matched representation's updatedAt. Undefined when the row is gone. Without a
+ * precondition there is nothing to do.
  */
-async function lockForPrecondition(tx: Tx, id: number, ifMatch: Precondition | undefined): Promise<boolean> {
-  if (!ifMatch) return true;
-  if ((await tx.lockRows('replies', [id])).length === 0) return false;
-  await ifMatch(tx.db);
-  return true;
+async function lockForPrecondition(tx: Tx, id: number, ifMatch: Precondition | undefined): Promise<{ seen?: string } | undefined> {
+  if (!ifMatch) return {};
+  if ((await tx.lockRows('replies', [id])).length === 0) return undefined;
+  return { seen: await ifMatch(tx.db) };
 }

@@ -29,7 +29,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     ifMatch(request, reply, UserSchema, async (db) => {
       const row = await createUsersRepository(db).findById(id, caller);
       return row && toUser(row, app.links);
-    });
+    }, (user) => user.updatedAt);
 
   app.post(
     '/users',

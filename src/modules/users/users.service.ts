@@ -1,5 +1,5 @@
 import type { Store } from '../../db/store.js';
-import type { Precondition } from '../../shared/conditional.js';
+import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import type { Role } from '../../db/types.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
@@ -43,16 +43,17 @@ export async function replaceUser(
   try {
     return await store.transaction(async (tx) => {
       // If-Match (CONTRACT §6.1) is checked with the row locked, so check and write are one atomic step.
+      let seen: string | undefined;
       if (options.ifMatch) {
         if ((await tx.lockRows('users', [id])).length === 0) return false;
-        await options.ifMatch(tx.db);
+        seen = await options.ifMatch(tx.db);
       }
       return createUsersRepository(tx.db).update(id, {
         username: values.username,
         display_name: values.displayName,
         bio: values.bio,
         ...(values.role !== undefined ? { role: values.role } : {}),
-        updated_at: new Date().toISOString(),
+        updated_at: updatedAfter(seen),
       });
     });
   } catch (error) {
