@@ -1,7 +1,7 @@
 import { brotliDecompressSync } from 'node:zlib';
 import { describe, expect, it, vi } from 'vitest';
 import { parseEntityTags } from '../src/shared/conditional.js';
-import { publish } from './helpers/api.js';
+import { follow, publish } from './helpers/api.js';
 import { buildTestApp, call } from './helpers/build-test-app.js';
 import { createAdmin, signUp } from './helpers/factories.js';
 
@@ -27,16 +27,36 @@ describe('GET: ETag, Cache-Control, Vary, If-None-Match', () => {
   it('tags single resources and pages; same bytes, same tag; a change changes it', async () => {
     const app = await buildTestApp();
     const alice = await signUp(app);
+    const bob = await signUp(app);
     const post = await publish(app, alice, 'hello');
-    const urls = [`/users/${alice.id}`, `/posts/${post.id}`, '/posts', `/users/${alice.id}/posts`, '/users', '/boards/list', '/boards'];
+    await follow(app, bob, alice);
+    expect((await call(app, 'POST', `/posts/${post.id}/recommends`, { token: bob.token, body: { id: bob.id } })).statusCode).toBe(201);
+    await call(app, 'POST', '/boards', { token: alice.token, body: { title: 't', content: 'c' } });
+    const urls = [
+      `/users/${alice.id}`,
+      `/posts/${post.id}`,
+      '/posts',
+      `/users/${alice.id}/posts`,
+      '/users',
+      '/boards/list',
+      '/boards',
+      '/boards/1',
+      `/users/${alice.id}/followers`,
+      `/users/${alice.id}/followers/${bob.id}`,
+      `/users/${bob.id}/following`,
+      `/posts/${post.id}/recommends`,
+      `/posts/${post.id}/recommends/${bob.id}`,
+      `/posts/${post.id}/replies`,
+      `/users/${bob.id}/feed`,
+    ];
     const before = new Map<string, string>();
     for (const url of urls) {
-      const res = await call(app, 'GET', url);
+      const res = await call(app, 'GET', url, url.endsWith('/feed') ? { token: bob.token } : {});
       expect(res.statusCode, url).toBe(200);
       expect(res.headers.etag, url).toMatch(STRONG_TAG);
-      expect(res.headers['cache-control'], url).toBe('no-cache');
+      expect(res.headers['cache-control'], url).toBe(url.endsWith('/feed') ? 'private, no-cache' : 'no-cache');
       expect(res.headers.vary, url).toBe('Origin, Authorization, accept-encoding');
-      const again = await call(app, 'GET', url);
+      const again = await call(app, 'GET', url, url.endsWith('/feed') ? { token: bob.token } : {});
       expect(again.body).toBe(res.body);
       expect(again.headers.etag, url).toBe(res.headers.etag);
       before.set(url, res.headers.etag as string);

@@ -106,7 +106,7 @@ export function ifMatch<T>(
   updatedAt: (current: T) => string,
 ): Precondition | undefined {
   const tags = request.ifMatch;
-  if (tags === null) return undefined;
+  if (!tags) return undefined;
   return async (db) => {
     const current = await render(db);
     if (current === undefined || !strongMatch(tags, tagOf(reply, schema, current))) {
