@@ -18,6 +18,7 @@ import compressionPlugin from './plugins/compression.js';
 import databasePlugin from './plugins/database.js';
 import authPlugin from './plugins/auth.js';
 import securityPlugin from './plugins/security.js';
+import conditionalPlugin from './plugins/conditional.js';
 import metricsPlugin from './plugins/metrics.js';
 import rateLimitPlugin from './plugins/rate-limit/index.js';
 import openapiPlugin from './plugins/openapi.js';
@@ -139,6 +140,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     });
   await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
   await app.register(securityPlugin);
+  await app.register(conditionalPlugin);
   await app.register(metricsPlugin);
   await app.register(rateLimitPlugin);
   await app.register(openapiPlugin);

@@ -1,7 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Tx } from '../../db/store.js';
 import { Type, type Static } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
+import { ifMatch, tagOf, updatedAfter, type Precondition } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { toBoard } from '../../shared/representations.js';
 import { EnvelopeErrorSchema, toId } from '../../shared/schemas.js';
@@ -41,6 +43,24 @@ async function requireJsonContentType(request: FastifyRequest): Promise<void> {
     throw new AppError(415, 'Request bodies must be JSON, sent with Content-Type: application/json');
   }
 }
+
+/**
+ * With an If-Match precondition (CONTRACT §6.1), locks the board's row and runs it inside the write's transaction,
+ * so check and write are one atomic step: `seen` is the matched board's updatedAt. Undefined when the row is gone.
+ * Without a precondition there is nothing to do.
+ */
+async function lockForPrecondition(tx: Tx, id: number, precondition: Precondition | undefined): Promise<{ seen?: string } | undefined> {
+  if (!precondition) return {};
+  if ((await tx.lockRows('boards', [id])).length === 0) return undefined;
+  return { seen: await precondition(tx.db) };
+}
+
+/** If-Match against the board as GET /boards/{id} renders it: the whole envelope, as its ETag hashes it. */
+const boardPrecondition = (request: FastifyRequest, reply: FastifyReply, id: number) =>
+  ifMatch(request, reply, BoardEnvelope, async (db) => {
+    const row = await createBoardsRepository(db).findById(id);
+    return row && ok(toBoard(row));
+  }, (envelope) => envelope.data.updatedAt);
 
 const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const boards = createBoardsRepository(app.db);
@@ -157,7 +177,7 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       onRequest: requireJsonContentType,
     },
-    async (request) => {
+    async (request, reply) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.board_id);
       const { body } = request;
@@ -166,9 +186,17 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!current) throw AppError.notFound('board');
       if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may replace this board');
       // The author never changes, so the check above still holds; only a concurrent delete can intervene.
-      const values = { title: body.title, content: body.content, updated_at: new Date().toISOString() };
-      const updated = await app.store.transaction(({ db }) => createBoardsRepository(db).update(id, values));
+      const precondition = boardPrecondition(request, reply, id);
+      const updated = await app.store.transaction(async (tx) => {
+        const checked = await lockForPrecondition(tx, id, precondition);
+        if (!checked) return undefined;
+        const values = { title: body.title, content: body.content, updated_at: updatedAfter(checked.seen) };
+        const repository = createBoardsRepository(tx.db);
+        return (await repository.update(id, values)) ? repository.findById(id) : undefined;
+      });
       if (!updated) throw AppError.notFound('board');
+      // The answer's body is `"updated"`, but its ETag is the one GET /boards/{id} now shows.
+      reply.header('etag', tagOf(reply, BoardEnvelope, ok(toBoard(updated))));
       return ok('updated' as const);
     },
   );
@@ -191,13 +219,17 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.board_id);
       const current = await boards.findById(id);
       if (!current) throw AppError.badRequest('board_id', 'names no board');
       if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may delete this board');
-      if (!(await app.store.transaction(({ db }) => createBoardsRepository(db).remove(id)))) throw AppError.badRequest('board_id', 'names no board');
+      const precondition = boardPrecondition(request, reply, id);
+      const removed = await app.store.transaction(
+        async (tx) => (await lockForPrecondition(tx, id, precondition)) !== undefined && createBoardsRepository(tx.db).remove(id),
+      );
+      if (!removed) throw AppError.badRequest('board_id', 'names no board');
       return ok('deleted' as const);
     },
   );

@@ -1,12 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
+import { ifMatch, tagOf } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
 import { toPost } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
-import { findVisiblePost, requireVisiblePost } from '../../shared/visibility.js';
+import { findVisiblePost, requireVisiblePost, type Viewer } from '../../shared/visibility.js';
 import { openStream, wantsEventStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
@@ -20,6 +22,12 @@ const AUTH_FIRST = 'Without a valid token the answer is 401 before the request i
 const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const posts = createPostsRepository(app.db);
   const users = createUsersRepository(app.db);
+  /** If-Match against the post as this caller's GET /posts/{id} renders it (CONTRACT §6.1). */
+  const postPrecondition = (request: FastifyRequest, reply: FastifyReply, id: number, caller: Viewer) =>
+    ifMatch(request, reply, PostSchema, async (db) => {
+      const row = await findVisiblePost(db, id, caller);
+      return row && toPost(row, app.links);
+    }, (post) => post.updatedAt);
 
   app.get(
     '/posts',
@@ -90,16 +98,19 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.post_id);
       const { body } = request;
       if (body.id !== undefined && body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
       const current = await requireVisiblePost(app.db, id, caller);
       if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may replace a post');
-      const row = await replacePost(app.store, app.postChanges, current, { title: body.title, content: body.content, visibility: body.visibility });
+      const input = { title: body.title, content: body.content, visibility: body.visibility };
+      const row = await replacePost(app.store, app.postChanges, current, input, { ifMatch: postPrecondition(request, reply, id, caller) });
       if (!row) throw AppError.notFound('post');
-      return toPost(row, app.links);
+      const post = toPost(row, app.links);
+      reply.header('etag', tagOf(reply, PostSchema, post));
+      return post;
     },
   );
 
@@ -123,13 +134,14 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.post_id);
       const noSuchPost = () => AppError.badRequest('post_id', 'names no post');
       const current = await requireVisiblePost(app.db, id, caller, noSuchPost);
       if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may delete a post');
-      if (!(await deletePost(app.store, app.postChanges, current))) throw AppError.badRequest('post_id', 'names no post');
+      const options = { ifMatch: postPrecondition(request, reply, id, caller) };
+      if (!(await deletePost(app.store, app.postChanges, current, options))) throw AppError.badRequest('post_id', 'names no post');
       return { deleted: 1 };
     },
   );

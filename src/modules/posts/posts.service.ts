@@ -1,5 +1,6 @@
 import type { Store } from '../../db/store.js';
 import type { PostRow, Visibility } from '../../db/types.js';
+import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import type { PostChanges } from '../../shared/post-changes.js';
 import { createPostsRepository } from './posts.repository.js';
 
@@ -29,20 +30,24 @@ export async function createPost(
 /**
  * Replaces a post's writable fields and moves the owner's per-visibility counters when its visibility changes.
  * The owner's row is locked before the post's (users before posts, everywhere). Undefined when the post is gone.
+ * `ifMatch` (If-Match, CONTRACT §6.1) runs once both rows are locked, so check and write are one atomic step.
  */
 export async function replacePost(
   store: Store,
   changes: PostChanges,
   current: { id: number; owner_id: number },
   input: { title: string; content: string; visibility: Visibility },
+  options: { ifMatch?: Precondition } = {},
 ): Promise<PostRow | undefined> {
   return store.transaction(async (tx) => {
     await tx.lockRows('users', [current.owner_id]);
+    if ((await tx.lockRows('posts', [current.id])).length === 0) return undefined;
+    await options.ifMatch?.(tx.db);
     const posts = createPostsRepository(tx.db);
     const previous = await tx.db.selectFrom('posts').selectAll().where('id', '=', current.id).executeTakeFirst();
     if (!previous) return undefined;
-    await tx.lockRows('posts', [current.id]);
-    const post = await posts.update(current.id, { ...input, updated_at: new Date().toISOString() });
+    // Strictly later than the last write: see Precondition.
+    const post = await posts.update(current.id, { ...input, updated_at: updatedAfter(previous.updated_at) });
     if (!post) return undefined;
     if (previous.visibility !== post.visibility) {
       await posts.countPost(post.owner_id, previous.visibility, -1);
@@ -57,12 +62,18 @@ export async function replacePost(
  * Deletes a post in one transaction: its owner's row and the post's are locked first (so a concurrent reply or
  * recommend that points at it waits and then fails its foreign key instead of bumping a counter on a vanishing
  * row), the cascade removes its replies, recommends and feed entries, and the owner's counters go down by one.
- * False when the post is already gone.
+ * False when the post is already gone. `ifMatch` runs once the rows are locked.
  */
-export async function deletePost(store: Store, changes: PostChanges, current: { id: number; owner_id: number }): Promise<boolean> {
+export async function deletePost(
+  store: Store,
+  changes: PostChanges,
+  current: { id: number; owner_id: number },
+  options: { ifMatch?: Precondition } = {},
+): Promise<boolean> {
   return store.transaction(async (tx) => {
     await tx.lockRows('users', [current.owner_id]);
     if ((await tx.lockRows('posts', [current.id])).length === 0) return false;
+    await options.ifMatch?.(tx.db);
     const posts = createPostsRepository(tx.db);
     const post = await posts.remove(current.id);
     if (!post) return false;

@@ -1,12 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isAdmin, optionalBearer } from '../../plugins/auth.js';
+import { ifMatch, tagOf } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
 import { toReply } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
-import { requireVisiblePost } from '../../shared/visibility.js';
+import { findVisiblePost, requireVisiblePost, type Viewer } from '../../shared/visibility.js';
 import { createRepliesRepository } from './replies.repository.js';
 import {
   CreateReplyBodySchema,
@@ -25,6 +27,13 @@ import { createReply, deleteReply, replaceReply } from './replies.service.js';
  */
 const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const replies = createRepliesRepository(app.db);
+  /** If-Match against the reply as this caller's GET renders it (a 404 once its post is hidden from them). */
+  const replyPrecondition = (request: FastifyRequest, reply: FastifyReply, postId: number, id: number, caller: Viewer) =>
+    ifMatch(request, reply, ReplySchema, async (db) => {
+      if (!(await findVisiblePost(db, postId, caller))) return undefined;
+      const row = await createRepliesRepository(db).findInPost(postId, id);
+      return row && toReply(row, app.links);
+    }, (result) => result.updatedAt);
 
   app.get(
     '/posts/:post_id/replies',
@@ -127,7 +136,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       const id = toId(request.params.reply_id);
@@ -136,9 +145,13 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const current = await replies.findInPost(postId, id);
       if (!current) throw AppError.notFound('reply');
       if (current.author_id !== caller.id) throw AppError.forbidden('Only its author may replace a reply');
-      const row = await replaceReply(app.store, postId, id, request.body.content);
+      const row = await replaceReply(app.store, postId, id, request.body.content, {
+        ifMatch: replyPrecondition(request, reply, postId, id, caller),
+      });
       if (!row) throw AppError.notFound('reply');
-      return toReply(row, app.links);
+      const result = toReply(row, app.links);
+      reply.header('etag', tagOf(reply, ReplySchema, result));
+      return result;
     },
   );
 
@@ -162,7 +175,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       const id = toId(request.params.reply_id);
@@ -172,7 +185,8 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (current.author_id !== caller.id && post.owner_id !== caller.id && !isAdmin(caller)) {
         throw AppError.forbidden("Only the reply's author, the post's owner or an admin may delete a reply");
       }
-      if (!(await deleteReply(app.store, postId, id))) throw AppError.badRequest('reply_id', 'names no reply of this post');
+      const options = { ifMatch: replyPrecondition(request, reply, postId, id, caller) };
+      if (!(await deleteReply(app.store, postId, id, options))) throw AppError.badRequest('reply_id', 'names no reply of this post');
       return { deleted: 1 };
     },
   );

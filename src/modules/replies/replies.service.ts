@@ -1,6 +1,7 @@
 import { isForeignKeyViolation } from '../../db/errors.js';
-import type { Store } from '../../db/store.js';
+import type { Store, Tx } from '../../db/store.js';
 import type { ReplyRow } from '../../db/types.js';
+import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import { createRepliesRepository } from './replies.repository.js';
 
 /**
@@ -35,8 +36,10 @@ export async function createReply(
  * Deletes a reply and uncounts it in one transaction. False when there was no row to delete (never there, or a
  * concurrent delete won): the counter is then left alone, so two racing deletes decrement it once.
  */
-export async function deleteReply(store: Store, postId: number, id: number): Promise<boolean> {
-  return store.transaction(async ({ db }) => {
+export async function deleteReply(store: Store, postId: number, id: number, options: { ifMatch?: Precondition } = {}): Promise<boolean> {
+  return store.transaction(async (tx) => {
+    const { db } = tx;
+    if (!(await lockForPrecondition(tx, id, options.ifMatch))) return false;
     const replies = createRepliesRepository(db);
     if (!(await replies.remove(postId, id))) return false;
     await replies.addToReplyCount(postId, -1);
@@ -45,6 +48,27 @@ export async function deleteReply(store: Store, postId: number, id: number): Pro
 }
 
 /** Replaces a reply's content; undefined when it is gone. */
-export function replaceReply(store: Store, postId: number, id: number, content: string): Promise<ReplyRow | undefined> {
-  return store.transaction(({ db }) => createRepliesRepository(db).update(postId, id, { content, updated_at: new Date().toISOString() }));
+export function replaceReply(
+  store: Store,
+  postId: number,
+  id: number,
+  content: string,
+  options: { ifMatch?: Precondition } = {},
+): Promise<ReplyRow | undefined> {
+  return store.transaction(async (tx) => {
+    const checked = await lockForPrecondition(tx, id, options.ifMatch);
+    if (!checked) return undefined;
+    return createRepliesRepository(tx.db).update(postId, id, { content, updated_at: updatedAfter(checked.seen) });
+  });
+}
+
+/**
+ * With an If-Match precondition (CONTRACT §6.1), locks the reply's row and runs it, so check and write are one
+ * atomic step: `seen` is the matched representation's updatedAt. Undefined when the row is gone. Without a
+ * precondition there is nothing to do.
+ */
+async function lockForPrecondition(tx: Tx, id: number, ifMatch: Precondition | undefined): Promise<{ seen?: string } | undefined> {
+  if (!ifMatch) return {};
+  if ((await tx.lockRows('replies', [id])).length === 0) return undefined;
+  return { seen: await ifMatch(tx.db) };
 }

@@ -1,12 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
+import { ifMatch, tagOf } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import { problems } from '../../shared/problems.js';
 import { toUser } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, toId } from '../../shared/schemas.js';
+import type { Viewer } from '../../shared/visibility.js';
 import { createUsersRepository } from './users.repository.js';
 import {
   ChangePasswordBodySchema,
@@ -21,6 +24,12 @@ import { changePassword, createUser, deleteAllUsers, deleteUser, replaceUser } f
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
   const { passwordHashMemoryKib } = app.config;
+  /** If-Match against the user as this caller's GET /users/{id} renders it: postCount counts what the caller may see. */
+  const userPrecondition = (request: FastifyRequest, reply: FastifyReply, id: number, caller: Viewer) =>
+    ifMatch(request, reply, UserSchema, async (db) => {
+      const row = await createUsersRepository(db).findById(id, caller);
+      return row && toUser(row, app.links);
+    }, (user) => user.updatedAt);
 
   app.post(
     '/users',
@@ -131,7 +140,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.user_id);
       const { body } = request;
@@ -142,10 +151,12 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (body.role !== undefined && body.role !== current.role && caller.role !== 'admin') {
         throw AppError.forbidden('Only an admin may change a role');
       }
-      if (!(await replaceUser(app.store, id, body))) throw AppError.notFound('user');
+      if (!(await replaceUser(app.store, id, body, { ifMatch: userPrecondition(request, reply, id, caller) }))) throw AppError.notFound('user');
       const row = await users.findById(id, caller);
       if (!row) throw AppError.notFound('user');
-      return toUser(row, app.links);
+      const user = toUser(row, app.links);
+      reply.header('etag', tagOf(reply, UserSchema, user));
+      return user;
     },
   );
 
@@ -206,14 +217,16 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.user_id);
       if (!isSelfOrAdmin(caller, id)) {
         if (!(await users.exists(id))) throw AppError.badRequest('user_id', 'names no user');
         throw AppError.forbidden('Only the user or an admin may delete this user');
       }
-      if (!(await deleteUser(app.store, id))) throw AppError.badRequest('user_id', 'names no user');
+      if (!(await deleteUser(app.store, id, { ifMatch: userPrecondition(request, reply, id, caller) }))) {
+        throw AppError.badRequest('user_id', 'names no user');
+      }
       return { deleted: 1 };
     },
   );

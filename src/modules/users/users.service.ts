@@ -1,4 +1,5 @@
 import type { Store } from '../../db/store.js';
+import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import type { Role } from '../../db/types.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
@@ -37,17 +38,24 @@ export async function replaceUser(
   store: Store,
   id: number,
   values: { username: string; displayName: string; bio: string; role?: Role },
+  options: { ifMatch?: Precondition } = {},
 ): Promise<boolean> {
   try {
-    return await store.transaction(({ db }) =>
-      createUsersRepository(db).update(id, {
+    return await store.transaction(async (tx) => {
+      // If-Match (CONTRACT §6.1) is checked with the row locked, so check and write are one atomic step.
+      let seen: string | undefined;
+      if (options.ifMatch) {
+        if ((await tx.lockRows('users', [id])).length === 0) return false;
+        seen = await options.ifMatch(tx.db);
+      }
+      return createUsersRepository(tx.db).update(id, {
         username: values.username,
         display_name: values.displayName,
         bio: values.bio,
         ...(values.role !== undefined ? { role: values.role } : {}),
-        updated_at: new Date().toISOString(),
-      }),
-    );
+        updated_at: updatedAfter(seen),
+      });
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw AppError.conflict('username', 'is already taken');
     throw error;
@@ -76,8 +84,9 @@ export async function changePassword(store: Store, id: number, keepTokenId: numb
  * Every row whose counter moves is locked first, users before posts and each in ascending id (`lockRows`): users
  * who follow each other and delete their accounts at the same moment then queue behind one another instead of
  * deadlocking. A concurrent follow, reply or recommend that points at the user waits and then fails its foreign key.
+ * `ifMatch` (If-Match) runs once the user's row is locked.
  */
-export async function deleteUser(store: Store, id: number): Promise<boolean> {
+export async function deleteUser(store: Store, id: number, options: { ifMatch?: Precondition } = {}): Promise<boolean> {
   return store.transaction(async (tx) => {
     const { db } = tx;
     const relations = await db
@@ -87,6 +96,7 @@ export async function deleteUser(store: Store, id: number): Promise<boolean> {
       .execute();
     const users = new Set([id, ...relations.map((r) => (r.follower_id === id ? r.followee_id : r.follower_id))]);
     if (!(await tx.lockRows('users', [...users])).includes(id)) return false;
+    await options.ifMatch?.(db);
     const touchedPosts = await db
       .selectFrom('posts')
       .select('posts.id')

@@ -405,14 +405,15 @@ describe('protocol-level methods', () => {
       expect(res.statusCode).toBe(status);
       expect(res.headers['access-control-allow-origin']).toBe(origin);
       expect(res.headers['access-control-expose-headers']).toBe(
-        'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, RateLimit-Policy, RateLimit',
+        'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, ETag, RateLimit-Policy, RateLimit',
       );
-      // accept-encoding: compressible answers name it, compressed or not (src/plugins/compression.ts).
-      expect(res.headers.vary).toBe('Origin, accept-encoding');
+      // accept-encoding: compressible answers name it, compressed or not (src/plugins/compression.ts); Authorization:
+      // GET answers depend on the caller (plugins/conditional.ts).
+      expect(res.headers.vary).toBe('Origin, Authorization, accept-encoding');
     }
     const plain = await call(app, 'GET', `/users/${a.id}`);
     expect(plain.statusCode).toBe(200);
-    expect(plain.headers.vary).toBe('Origin, accept-encoding');
+    expect(plain.headers.vary).toBe('Origin, Authorization, accept-encoding');
     expect(plain.headers['access-control-allow-origin']).toBeUndefined();
     expect(plain.headers['access-control-expose-headers']).toBeUndefined();
   });

@@ -1,0 +1,59 @@
+import fp from 'fastify-plugin';
+import { entityTag, parseEntityTags, weakMatch } from '../shared/conditional.js';
+
+/**
+ * Conditional requests (CONTRACT §6.1).
+ *
+ * GET and HEAD: every answer says `Cache-Control: no-cache` (`private, no-cache` when the request carried a token,
+ * since its body may be the caller's own view) and varies on Authorization besides Origin. Every 200 gets a strong
+ * ETag hashed from the serialized body in onSend. This hook is an instance hook, so it runs before the route-level
+ * onSend of @fastify/compress (plugins/compression.ts): the tag is the identity body's, the same for br, gzip and
+ * plain. When If-None-Match matches, the answer becomes a 304 without a body, which the compressor passes through.
+ *
+ * PUT and DELETE: If-Match is parsed here and checked by the route inside its write transaction (shared/conditional.ts).
+ * A malformed If-Match or If-None-Match is a 400 before anything else, authentication included.
+ */
+export default fp(
+  async (app) => {
+    app.decorateRequest('ifMatch', null);
+    app.decorateRequest('ifNoneMatch', null);
+
+    app.addHook('onRequest', (request, reply, done) => {
+      const { method, headers } = request;
+      if (method === 'GET' || method === 'HEAD') {
+        reply.header('cache-control', headers.authorization === undefined ? 'no-cache' : 'private, no-cache');
+        const vary = reply.getHeader('vary');
+        reply.header('vary', typeof vary === 'string' && vary !== '' ? `${vary}, Authorization` : 'Authorization');
+        const value = headers['if-none-match'];
+        if (value !== undefined) request.ifNoneMatch = parseEntityTags(value, 'If-None-Match');
+      } else if (method === 'PUT' || method === 'DELETE') {
+        const value = headers['if-match'];
+        if (value !== undefined) request.ifMatch = parseEntityTags(value, 'If-Match');
+      }
+      done();
+    });
+
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const { method } = request;
+      if ((method !== 'GET' && method !== 'HEAD') || reply.statusCode !== 200 || reply.hasHeader('etag')) {
+        done(null, payload);
+        return;
+      }
+      if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) {
+        done(null, payload);
+        return;
+      }
+      const tag = entityTag(payload);
+      reply.header('etag', tag);
+      if (request.ifNoneMatch === null || !weakMatch(request.ifNoneMatch, tag)) {
+        done(null, payload);
+        return;
+      }
+      // 304: no body and no headers that describe one (RFC 9110 §15.4.5). A HEAD keeps its payload for Fastify's
+      // HEAD handler, which only measures it (a Content-Length equal to the 200's is allowed); a GET sends none.
+      reply.code(304).removeHeader('content-type').removeHeader('content-length');
+      done(null, method === 'HEAD' ? payload : null);
+    });
+  },
+  { name: 'conditional', dependencies: ['security'] },
+);

@@ -1,0 +1,128 @@
+import { hash } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Database } from '../db/types.js';
+import { AppError } from './errors.js';
+
+/**
+ * Validators (CONTRACT §6.1, RFC 9110 §8.8 and §13). An entity-tag is a strong hash of the exact bytes a GET sends
+ * (before any content coding), so equal bodies have equal tags and any change of what the caller is shown changes
+ * the tag. The write side renders the current representation with the same serializer, so a tag read with GET is
+ * the tag If-Match compares against.
+ */
+
+/** One parsed entity-tag: `opaque` keeps its quotes, as the header carries it. */
+export interface EntityTag {
+  weak: boolean;
+  opaque: string;
+}
+/** A parsed If-Match or If-None-Match: `*` or at least one entity-tag. */
+export type EntityTags = '*' | EntityTag[];
+
+/** The strong entity-tag of a body: SHA-1 is collision-resistant enough for a validator and cheap on small bodies. */
+export function entityTag(body: string | Buffer): string {
+  return `"${hash('sha1', body, 'base64url')}"`;
+}
+
+// entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE; etagc = %x21 / %x23-7E / obs-text (RFC 9110 §8.8.3). Node hands header
+// values over as latin1, so obs-text is U+0080–U+00FF.
+const ENTITY_TAG = /[ \t]*(W\/)?("[\x21\x23-\x7e\x80-\xff]*")[ \t]*/y;
+const EMPTY_ELEMENT = /[ \t]*/y;
+
+/**
+ * Parses `*` or a comma-separated list of entity-tags (RFC 9110 §13.1.1, §13.1.2). Empty list elements are
+ * tolerated (§5.6.1.2); anything else, and a list with no tag at all, is a 400 naming the header, so a client's bug
+ * never turns a conditional request into an unconditional one.
+ */
+export function parseEntityTags(value: string, header: string): EntityTags {
+  if (value.trim() === '*') return '*';
+  const tags: EntityTag[] = [];
+  let at = 0;
+  for (;;) {
+    ENTITY_TAG.lastIndex = at;
+    const match = ENTITY_TAG.exec(value);
+    if (match) {
+      tags.push({ weak: match[1] !== undefined, opaque: match[2]! });
+      at = ENTITY_TAG.lastIndex;
+    } else {
+      EMPTY_ELEMENT.lastIndex = at;
+      EMPTY_ELEMENT.exec(value);
+      at = EMPTY_ELEMENT.lastIndex;
+    }
+    if (at === value.length) break;
+    if (value[at] !== ',') throw malformed(header);
+    at += 1;
+  }
+  if (tags.length === 0) throw malformed(header);
+  return tags;
+}
+
+const malformed = (header: string) => AppError.badRequest(header, 'must be * or a comma-separated list of entity-tags ("…" or W/"…")');
+
+/** If-None-Match's weak comparison (§8.8.3.2): the opaque parts match, whether either tag is weak or not. */
+export function weakMatch(tags: EntityTags, tag: string): boolean {
+  return tags === '*' || tags.some((t) => t.opaque === tag);
+}
+
+/** If-Match's strong comparison: only a strong listed tag can match (the service's own tags are all strong). */
+export function strongMatch(tags: EntityTags, tag: string): boolean {
+  return tags === '*' || tags.some((t) => !t.weak && t.opaque === tag);
+}
+
+/**
+ * The entity-tag of `value` as a GET answering it with `schema` would tag it: the same compiled serializer Fastify
+ * uses for that response schema (field order, dropped extras and all), then the same hash.
+ */
+export function tagOf(reply: FastifyReply, schema: object, value: unknown): string {
+  return entityTag(reply.compileSerializationSchema(schema as Record<string, unknown>)(value as Record<string, unknown>));
+}
+
+/**
+ * A check a service runs inside its write transaction, after locking the row and before changing it. It resolves to
+ * the `updatedAt` of the representation it matched: a write stamps a later `updatedAt` (`updatedAfter`), so the
+ * representation, hence its tag, always changes, even when the new fields equal the old within one millisecond. Of
+ * two writes carrying the same If-Match, the second then never matches.
+ */
+export type Precondition = (db: Kysely<Database>) => Promise<string>;
+
+/** Now as an ISO timestamp, but at least one millisecond after `previous` (ISO strings order as the times do). */
+export function updatedAfter(previous: string | undefined): string {
+  const now = new Date().toISOString();
+  return previous === undefined || now > previous ? now : new Date(Date.parse(previous) + 1).toISOString();
+}
+
+/**
+ * The If-Match precondition of a PUT or DELETE, or undefined when the request has none (the write is
+ * unconditional, as before). `render` reads the current representation inside the transaction exactly as the
+ * caller's GET would; when no listed tag matches its tag by strong comparison, or the caller can no longer see it
+ * (undefined: even `*` needs a current representation, RFC 9110 §13.1.1), the answer is 412 and the transaction
+ * rolls back. A resource already missing before the transaction is the route's usual 404 or 400.
+ */
+export function ifMatch<T>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  schema: object,
+  render: (db: Kysely<Database>) => Promise<T | undefined>,
+  updatedAt: (current: T) => string,
+): Precondition | undefined {
+  const tags = request.ifMatch;
+  if (!tags) return undefined;
+  return async (db) => {
+    const current = await render(db);
+    if (current === undefined || !strongMatch(tags, tagOf(reply, schema, current))) {
+      throw new AppError(412, 'If-Match names no current entity-tag of this resource; read it again', [
+        { field: 'If-Match', message: 'matches no current entity-tag' },
+      ]);
+    }
+    return updatedAt(current);
+  };
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The parsed If-Match of a PUT or DELETE; null without one (see plugins/conditional.ts). */
+    ifMatch: EntityTags | null;
+    /** The parsed If-None-Match of a GET or HEAD; null without one. */
+    ifNoneMatch: EntityTags | null;
+  }
+}
