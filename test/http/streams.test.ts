@@ -116,6 +116,13 @@ describe('event streams', () => {
     const deleted = await stream.next((e) => e.event === 'post.deleted');
     expect(JSON.parse(deleted.data)).toEqual({ id: created.id });
 
+    // An account deleted with its posts: each post is a post.deleted on the stream, as if deleted one by one.
+    const leaver = await signUp(server.url, 'st_leaver');
+    const kept = await post(server.url, leaver, { title: 'Gone with the account' });
+    await stream.next(isPost('post.created', kept.id));
+    expect((await request(server.url, 'DELETE', `/users/${leaver.id}`, { token: leaver.token })).status).toBe(200);
+    expect(JSON.parse((await stream.next(isPost('post.deleted', kept.id))).data)).toEqual({ id: kept.id });
+
     // Quiet for over STREAM_HEARTBEAT_SECONDS: a comment keeps the connection alive.
     await new Promise((r) => setTimeout(r, 2200));
     expect(stream.comments).toContain(': keep-alive');

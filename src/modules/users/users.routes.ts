@@ -224,7 +224,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         if (!(await users.exists(id))) throw AppError.badRequest('user_id', 'names no user');
         throw AppError.forbidden('Only the user or an admin may delete this user');
       }
-      if (!(await deleteUser(app.store, id, { ifMatch: userPrecondition(request, reply, id, caller) }))) {
+      if (!(await deleteUser(app.store, id, { ifMatch: userPrecondition(request, reply, id, caller), changes: app.postChanges }))) {
         throw AppError.badRequest('user_id', 'names no user');
       }
       return { deleted: 1 };

@@ -4,6 +4,8 @@ import type { Role } from '../../db/types.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
+import type { PostChanges } from '../../shared/post-changes.js';
+import { POST_COLUMNS } from '../../shared/visibility.js';
 import { createTokensRepository } from '../tokens/tokens.repository.js';
 import { createUsersRepository } from './users.repository.js';
 
@@ -86,7 +88,11 @@ export async function changePassword(store: Store, id: number, keepTokenId: numb
  * deadlocking. A concurrent follow, reply or recommend that points at the user waits and then fails its foreign key.
  * `ifMatch` (If-Match) runs once the user's row is locked.
  */
-export async function deleteUser(store: Store, id: number, options: { ifMatch?: Precondition } = {}): Promise<boolean> {
+export async function deleteUser(
+  store: Store,
+  id: number,
+  options: { ifMatch?: Precondition; changes?: PostChanges } = {},
+): Promise<boolean> {
   return store.transaction(async (tx) => {
     const { db } = tx;
     const relations = await db
@@ -138,6 +144,11 @@ export async function deleteUser(store: Store, id: number, options: { ifMatch?: 
       .where('owner_id', '<>', id)
       .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', id))
       .execute();
+    // The user's posts go with the cascade: live streams hear of each as deleted, like a DELETE /posts/{id}.
+    if (options.changes) {
+      const posts = await db.selectFrom('posts').select(POST_COLUMNS).where('posts.owner_id', '=', id).orderBy('posts.id').execute();
+      for (const post of posts) await options.changes.record(tx, { kind: 'deleted', post });
+    }
     await db.deleteFrom('users').where('id', '=', id).execute();
     return true;
   });
