@@ -21,6 +21,7 @@ import securityPlugin from './plugins/security.js';
 import metricsPlugin from './plugins/metrics.js';
 import rateLimitPlugin from './plugins/rate-limit/index.js';
 import openapiPlugin from './plugins/openapi.js';
+import idempotencyPlugin from './plugins/idempotency/index.js';
 import fanoutPlugin from './modules/feed/feed.fanout.js';
 import modules from './modules/index.js';
 
@@ -146,6 +147,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   const tokens = createTokensRepository(store.db);
   await app.register(authPlugin, { findCaller: (hash) => tokens.findCaller(hash, new Date().toISOString()) });
   await app.register(fanoutPlugin);
+  // Before the modules: it hooks each creating route as the route is declared.
+  await app.register(idempotencyPlugin);
   await app.register(modules);
   return app;
 }

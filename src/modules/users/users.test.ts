@@ -405,7 +405,7 @@ describe('protocol-level methods', () => {
       expect(res.statusCode).toBe(status);
       expect(res.headers['access-control-allow-origin']).toBe(origin);
       expect(res.headers['access-control-expose-headers']).toBe(
-        'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, RateLimit-Policy, RateLimit',
+        'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, Idempotent-Replayed, RateLimit-Policy, RateLimit',
       );
       // accept-encoding: compressible answers name it, compressed or not (src/plugins/compression.ts).
       expect(res.headers.vary).toBe('Origin, accept-encoding');
