@@ -8,11 +8,11 @@ import { canonicalJson, parseIdempotencyKey } from './key.js';
 
 // Every Argon2id hash goes through this spy: a test can count hashes, hold one (a slow sign-up) or make it fail.
 vi.mock('../../shared/passwords.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../../shared/passwords.js')>();
+  const original = await importOriginal<typeof passwords>();
   return { ...original, hashPassword: vi.fn(original.hashPassword) };
 });
 const hashPassword = vi.mocked(passwords.hashPassword);
-const realHash = (await vi.importActual<typeof import('../../shared/passwords.js')>('../../shared/passwords.js')).hashPassword;
+const realHash = (await vi.importActual<typeof passwords>('../../shared/passwords.js')).hashPassword;
 afterEach(() => {
   hashPassword.mockReset();
   hashPassword.mockImplementation(realHash);

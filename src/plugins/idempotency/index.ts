@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fp from 'fastify-plugin';
-import type { FastifyReply, FastifyRequest, onSendHookHandler, preHandlerAsyncHookHandler, preValidationAsyncHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest, onSendAsyncHookHandler, preHandlerAsyncHookHandler, preValidationAsyncHookHandler } from 'fastify';
 import type { Store, Tx } from '../../db/store.js';
 import { AppError } from '../../shared/errors.js';
 import { routeTraits } from '../route-docs.js';
@@ -214,7 +214,7 @@ export default fp(
     };
 
     /** Settles a claim whose answer was not kept inside the create's transaction: keeps a 4xx, gives up on a 5xx. */
-    const settle: onSendHookHandler = async (request, reply, payload) => {
+    const settle: onSendAsyncHookHandler = async (request, reply, payload) => {
       const state = request.idempotency;
       if (!state?.claim || state.settled) return payload;
       state.settled = true;
