@@ -40,7 +40,7 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** What the hooks know about a request that carries a key. */
 interface KeyState {
-  scope?: KeyScope;
+  key: string;
   fingerprint: string;
   /** The row this request claimed, while it runs. */
   claim?: { id: number; token: string };
@@ -188,8 +188,9 @@ export default fp(
       async (request) => {
         const value = request.headers['idempotency-key'];
         if (value === undefined) return;
-        if (typeof value !== 'string' || parseIdempotencyKey(value) === undefined) throw malformed();
-        if (replays) request.idempotency = { fingerprint: fingerprint(request.body, secret), settled: false };
+        const key = typeof value === 'string' ? parseIdempotencyKey(value) : undefined;
+        if (key === undefined) throw malformed();
+        if (replays) request.idempotency = { key, fingerprint: fingerprint(request.body, secret), settled: false };
       };
 
     const claim: preHandlerAsyncHookHandler = async (request, reply) => {
@@ -197,9 +198,8 @@ export default fp(
       if (!state) return;
       // Bearer routes have authenticated already (memoised); a sign-up's token, if any and valid, scopes its key.
       const caller = await app.auth.optional(request).catch(() => undefined);
-      const key = parseIdempotencyKey(request.headers['idempotency-key'] as string) as string;
-      state.scope = { callerId: caller?.id ?? 0, target: targetOf(request), key };
-      const outcome = await claimKey(store, state.scope, state.fingerprint, ttlMs);
+      const scope: KeyScope = { callerId: caller?.id ?? 0, target: targetOf(request), key: state.key };
+      const outcome = await claimKey(store, scope, state.fingerprint, ttlMs);
       switch (outcome.kind) {
         case 'claimed':
           state.claim = { id: outcome.id, token: outcome.token };
