@@ -22,6 +22,7 @@ import conditionalPlugin from './plugins/conditional.js';
 import metricsPlugin from './plugins/metrics.js';
 import rateLimitPlugin from './plugins/rate-limit/index.js';
 import openapiPlugin from './plugins/openapi.js';
+import idempotencyPlugin from './plugins/idempotency/index.js';
 import fanoutPlugin from './modules/feed/feed.fanout.js';
 import streamsPlugin from './modules/streams/streams.plugin.js';
 import modules from './modules/index.js';
@@ -148,6 +149,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(authPlugin, { findCaller: (hash) => tokens.findCaller(hash, new Date().toISOString()) });
   await app.register(fanoutPlugin);
   await app.register(streamsPlugin);
+  // Before the modules: it hooks each creating route as the route is declared.
+  await app.register(idempotencyPlugin);
   await app.register(modules);
   return app;
 }

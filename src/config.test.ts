@@ -102,3 +102,14 @@ describe('loadConfig live streams (STREAM_*)', () => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
   });
 });
+
+describe('loadConfig IDEMPOTENCY_TTL_SECONDS', () => {
+  it('keeps idempotent answers for a day by default', () => {
+    expect(loadConfig({}).idempotencyTtlSeconds).toBe(86_400);
+    expect(loadConfig({ IDEMPOTENCY_TTL_SECONDS: '60' }).idempotencyTtlSeconds).toBe(60);
+  });
+
+  it.each(['0', '-5', '2592001', 'a day', '1.5'])('rejects IDEMPOTENCY_TTL_SECONDS=%s, naming it', (value) => {
+    expect(() => loadConfig({ IDEMPOTENCY_TTL_SECONDS: value })).toThrow(/^IDEMPOTENCY_TTL_SECONDS: /);
+  });
+});

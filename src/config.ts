@@ -35,6 +35,8 @@ export const ConfigSchema = Type.Object({
   }),
   logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
   tokenTtlSeconds: Type.Integer({ minimum: 60 }),
+  /** How long the answer to a create sent with an Idempotency-Key is kept for replay (CONTRACT §6.2); at most 30 days. */
+  idempotencyTtlSeconds: Type.Integer({ minimum: 1, maximum: 2_592_000 }),
   bodyLimit: Type.Integer({ minimum: 1024 }),
   /** Argon2id memory cost in KiB; 19456 (19 MiB) is OWASP's recommended minimum. Lower only for tests. */
   passwordHashMemoryKib: Type.Integer({ minimum: 64, maximum: 4_194_304 }),
@@ -157,6 +159,7 @@ const VARIABLES: Record<string, string> = {
   '/rateLimit/windowMs': 'RATE_LIMIT_WINDOW_MS',
   '/logLevel': 'LOG_LEVEL',
   '/tokenTtlSeconds': 'TOKEN_TTL_SECONDS',
+  '/idempotencyTtlSeconds': 'IDEMPOTENCY_TTL_SECONDS',
   '/bodyLimit': 'BODY_LIMIT',
   '/passwordHashMemoryKib': 'PASSWORD_HASH_MEMORY_KIB',
   '/pgPoolMax': 'PG_POOL_MAX',
@@ -197,6 +200,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     },
     logLevel: (env.LOG_LEVEL || 'info').toLowerCase(),
     tokenTtlSeconds: integer(env, 'TOKEN_TTL_SECONDS', 7 * 24 * 3600),
+    idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 86_400),
     bodyLimit: integer(env, 'BODY_LIMIT', 256 * 1024),
     passwordHashMemoryKib: integer(env, 'PASSWORD_HASH_MEMORY_KIB', 19_456),
     pgPoolMax: integer(env, 'PG_POOL_MAX', 10),

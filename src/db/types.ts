@@ -18,6 +18,7 @@ export interface Database {
   counters: CountersTable;
   stream_events: StreamEventsTable;
   stream_position: StreamPositionTable;
+  idempotency_keys: IdempotencyKeysTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -145,6 +146,29 @@ export interface SettingsTable {
   value: string;
 }
 
+/**
+ * Idempotency keys (CONTRACT §6.2): a claim while the first request with the key runs (`claim_token` set, `status`
+ * null), then its kept answer (`claim_token` null) until `expires_at`.
+ */
+export interface IdempotencyKeysTable {
+  id: Generated<number>;
+  /** The caller's user id; 0 for a sign-up without a token. */
+  caller_id: number;
+  /** Method and path: `POST /users/7/posts`. */
+  target: string;
+  idempotency_key: string;
+  /** Keyed hash of the request body's canonical JSON. */
+  fingerprint: string;
+  claim_token: string | null;
+  started_at: string;
+  expires_at: string;
+  status: number | null;
+  content_type: string | null;
+  location: string | null;
+  etag: string | null;
+  body: string | null;
+}
+
 export type UserRow = Selectable<UsersTable>;
 export type NewUserRow = Insertable<UsersTable>;
 export type UserRowUpdate = Updateable<UsersTable>;
@@ -154,3 +178,4 @@ export type NewPostRow = Insertable<PostsTable>;
 export type PostRowUpdate = Updateable<PostsTable>;
 export type ReplyRow = Selectable<RepliesTable>;
 export type BoardRow = Selectable<BoardsTable>;
+export type IdempotencyKeyRow = Selectable<IdempotencyKeysTable>;

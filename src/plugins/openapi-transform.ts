@@ -24,8 +24,11 @@ const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as 
 
 /** Visible ASCII entity-tags (RFC 9110 §8.8.3), a comma-separated list of them, or `*`. */
 const ENTITY_TAGS = String.raw`^(?:\*|(?:W/)?"[\x21\x23-\x7E]*"(?:[ \t]*,[ \t]*(?:W/)?"[\x21\x23-\x7E]*")*)$`;
-/** A structured-field string or a bare value, 1–255 visible ASCII characters (CONTRACT §6.2). */
-const IDEMPOTENCY_KEY = String.raw`^(?:"[\x21-\x7E]{1,255}"|[\x21-\x7E]{1,255})$`;
+/**
+ * A structured-field string (`\"` and `\\` escaped) or a bare value not opening with a quote, 1–255 visible ASCII
+ * characters (CONTRACT §6.2; plugins/idempotency/key.ts).
+ */
+const IDEMPOTENCY_KEY = String.raw`^(?:"(?:[\x21\x23-\x5B\x5D-\x7E]|\\["\\]){1,255}"|[\x21\x23-\x7E][\x21-\x7E]{0,254})$`;
 
 const PARAMETERS: Record<string, JsonObject> = {
   IfNoneMatch: {
@@ -47,8 +50,9 @@ const PARAMETERS: Record<string, JsonObject> = {
     in: 'header',
     required: false,
     description:
-      'Makes the create safe to retry: a repeat with the same key and body gets the kept answer again ' +
-      '(with Idempotent-Replayed: true); the same key with another body is 422',
+      'Makes the create safe to retry: a repeat with the same key and body, by the same caller to the same path ' +
+      'within IDEMPOTENCY_TTL_SECONDS, gets the kept answer again (with Idempotent-Replayed: true); the same key ' +
+      'with another body is 422, and 409 while its first request still runs',
     schema: { type: 'string', pattern: IDEMPOTENCY_KEY, examples: ['"4f8c2a7e-signup"'] },
   },
 };

@@ -153,6 +153,9 @@ function documentRoute(route: RouteOptions): void {
         declare('ETag');
         declare('Idempotent-Replayed');
       }
+      // The handler's own 4xx answers are kept and replayed too (plugins/idempotency); 401 and 429 never are, and
+      // 413, 415 and 422 are answered before the create runs.
+      if (t.idempotentCreate && code >= 400 && code < 500 && ![401, 413, 415, 422, 429].includes(code)) declare('Idempotent-Replayed');
       if (t.conditionalGet && (code === 200 || code === 304)) {
         declare('ETag');
         declare('Cache-Control');

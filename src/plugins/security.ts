@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RATE_LIMIT_FIELDS } from './rate-limit/index.js';
 
 /** Response headers a browser script may read on a cross-origin response (CORS). */
-const EXPOSED_HEADERS = ['Location', 'Link', 'X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'ETag', ...RATE_LIMIT_FIELDS].join(', ');
+const EXPOSED_HEADERS = ['Location', 'Link', 'X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'ETag', 'Idempotent-Replayed', ...RATE_LIMIT_FIELDS].join(', ');
 /** The interface's methods (seed §1), for CORS preflights. */
 const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, DELETE';
 /** How long a browser may cache a preflight answer, in seconds. */

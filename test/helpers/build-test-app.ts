@@ -17,6 +17,7 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     rateLimit: { enabled: false, max: 1000, authMax: 1000, windowMs: 60_000 },
     logLevel: 'silent',
     tokenTtlSeconds: 3600,
+    idempotencyTtlSeconds: 86_400,
     bodyLimit: 256 * 1024,
     // The cheapest Argon2id the config allows: tests sign up hundreds of users.
     passwordHashMemoryKib: 64,

@@ -4,6 +4,7 @@ import * as boardCount from './20261121T0900_board_count.js';
 import * as boardsOffsetIndex from './20261121T0930_boards_offset_index.js';
 import * as fanoutQueue from './20261121T1100_fanout_queue.js';
 import * as visibleCounts from './20261125T0100_visible_post_counts_and_password_version.js';
+import * as idempotencyKeys from './20261125T0200_idempotency_keys.js';
 import * as streamEvents from './20261125T0200_stream_events.js';
 
 /**
@@ -16,5 +17,6 @@ export const migrations: Record<string, Migration> = {
   '20261121T0930_boards_offset_index': boardsOffsetIndex,
   '20261121T1100_fanout_queue': fanoutQueue,
   '20261125T0100_visible_post_counts_and_password_version': visibleCounts,
+  '20261125T0200_idempotency_keys': idempotencyKeys,
   '20261125T0200_stream_events': streamEvents,
 };

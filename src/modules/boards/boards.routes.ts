@@ -4,6 +4,7 @@ import type { Tx } from '../../db/store.js';
 import { Type, type Static } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { ifMatch, tagOf, updatedAfter, type Precondition } from '../../shared/conditional.js';
+import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { toBoard } from '../../shared/representations.js';
 import { EnvelopeErrorSchema, toId } from '../../shared/schemas.js';
@@ -141,16 +142,17 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const caller = await app.auth.required(request);
-      const row = await app.store.transaction(({ db }) =>
-        createBoardsRepository(db).insert({
+      const answer = createdAnswer(request, reply);
+      await app.store.transaction(async (tx) => {
+        const row = await createBoardsRepository(tx.db).insert({
           author_id: caller.id,
           title: request.body.title,
           content: request.body.content,
           now: new Date().toISOString(),
-        }),
-      );
-      reply.code(201).header('location', app.links.url(`/boards/${row.id}`));
-      return created(toBoard(row));
+        });
+        await answer.keep(tx, app.links.url(`/boards/${row.id}`), created(toBoard(row)));
+      });
+      return answer.send();
     },
   );
 

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { bearer, optionalBearer } from '../../plugins/auth.js';
 import { Type } from 'typebox';
+import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
@@ -86,9 +87,11 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
       if (followerId === followeeId) throw AppError.badRequest('id', 'must not be the followed user: a user cannot follow themself');
       if (followerId !== caller.id && !(await users.exists(followerId))) throw AppError.badRequest('id', 'names no user');
-      const row = await follow(app.store, followeeId, followerId, caller);
-      reply.code(201).header('location', app.links.url(`/users/${followeeId}/followers/${followerId}`));
-      return toUser(row, app.links);
+      const answer = createdAnswer(request, reply);
+      await follow(app.store, followeeId, followerId, caller, (tx, follower) =>
+        answer.keep(tx, app.links.url(`/users/${followeeId}/followers/${followerId}`), toUser(follower, app.links)),
+      );
+      return answer.send();
     },
   );
 

@@ -1,4 +1,4 @@
-import type { Store } from '../../db/store.js';
+import type { Store, Tx } from '../../db/store.js';
 import { constraintKind } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
@@ -12,9 +12,16 @@ import { createFollowersRepository } from './followers.repository.js';
  * followee's row is held while its posts are read: a post created concurrently is either seen here or, once this
  * commits, sees the relation. The primary key is the arbiter of duplicates: of two identical requests racing, one
  * inserts and the other gets the unique violation (409) and changes nothing. A user deleted meanwhile surfaces as
- * a missing row or a foreign key violation (404).
+ * a missing row or a foreign key violation (404). `withinTransaction` runs last inside the transaction (an
+ * idempotent create keeps its answer there).
  */
-export async function follow(store: Store, followeeId: number, followerId: number, viewer: Viewer): Promise<PublicUserRow> {
+export async function follow(
+  store: Store,
+  followeeId: number,
+  followerId: number,
+  viewer: Viewer,
+  withinTransaction?: (tx: Tx, follower: PublicUserRow) => Promise<void>,
+): Promise<PublicUserRow> {
   try {
     return await store.transaction(async (tx) => {
       if ((await tx.lockRows('users', [followeeId, followerId])).length < 2) throw AppError.notFound('user');
@@ -22,7 +29,9 @@ export async function follow(store: Store, followeeId: number, followerId: numbe
       await follows.insert(followeeId, followerId, new Date().toISOString());
       await follows.adjustCounts(followeeId, followerId, 1);
       await follows.addPostsToFeed(followeeId, followerId);
-      return tx.db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
+      const follower = await tx.db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
+      await withinTransaction?.(tx, follower);
+      return follower;
     });
   } catch (error) {
     switch (constraintKind(error)) {

@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { ifMatch, tagOf } from '../../shared/conditional.js';
+import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
@@ -204,10 +205,12 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         if (!(await users.exists(ownerId))) throw AppError.notFound('user');
         throw AppError.forbidden('Only the user may publish posts as themself');
       }
-      const row = await createPost(app.store, app.postChanges, ownerId, request.body);
+      const answer = createdAnswer(request, reply);
+      const row = await createPost(app.store, app.postChanges, ownerId, request.body, (tx, post) =>
+        answer.keep(tx, app.links.url(`/posts/${post.id}`), toPost(post, app.links)),
+      );
       if (!row) throw AppError.notFound('user');
-      reply.code(201).header('location', app.links.url(`/posts/${row.id}`));
-      return toPost(row, app.links);
+      return answer.send();
     },
   );
 };

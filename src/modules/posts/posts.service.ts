@@ -1,4 +1,4 @@
-import type { Store } from '../../db/store.js';
+import type { Store, Tx } from '../../db/store.js';
 import type { PostRow, Visibility } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import type { PostChanges } from '../../shared/post-changes.js';
@@ -8,13 +8,14 @@ import { createPostsRepository } from './posts.repository.js';
  * Creates a post in one transaction: the owner's post counters and the post, which a trigger queues for the
  * fan-out worker (feed.fanout.ts) to write into the home feed of every follower; the worker hears of it once the
  * transaction commits. Feeds merge queued posts, so the post is in them at once. Undefined when the owner does not
- * exist.
+ * exist. `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
  */
 export async function createPost(
   store: Store,
   changes: PostChanges,
   ownerId: number,
   input: { title: string; content: string; visibility?: Visibility },
+  withinTransaction?: (tx: Tx, post: PostRow) => Promise<void>,
 ): Promise<PostRow | undefined> {
   const visibility = input.visibility ?? 'public';
   const createdAt = new Date().toISOString();
@@ -23,6 +24,7 @@ export async function createPost(
     if (!(await posts.countPost(ownerId, visibility, 1))) return undefined;
     const post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
     await changes.record(tx, { kind: 'created', post });
+    await withinTransaction?.(tx, post);
     return post;
   });
 }

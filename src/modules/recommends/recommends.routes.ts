@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
+import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
@@ -78,12 +79,14 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const userId = request.body.id;
       await requireVisiblePost(app.db, postId, caller);
       if (userId !== caller.id) throw AppError.forbidden('A user may recommend a post only for themself');
-      const result = await createRecommend(app.store, postId, userId, caller);
+      const answer = createdAnswer(request, reply);
+      const result = await createRecommend(app.store, postId, userId, caller, (tx, user) =>
+        answer.keep(tx, app.links.url(`/posts/${postId}/recommends/${userId}`), toUser(user, app.links)),
+      );
       if (result.outcome === 'duplicate') throw AppError.conflict('id', 'already recommends this post');
       // The post (or the caller's account) was deleted between the check and the insert.
       if (result.outcome === 'gone') throw AppError.notFound('post');
-      reply.code(201).header('location', app.links.url(`/posts/${postId}/recommends/${userId}`));
-      return toUser(result.user, app.links);
+      return answer.send();
     },
   );
 

@@ -1,5 +1,5 @@
 import { constraintKind } from '../../db/errors.js';
-import type { Store } from '../../db/store.js';
+import type { Store, Tx } from '../../db/store.js';
 import type { PublicUserRow, Viewer } from '../../shared/visibility.js';
 import { createRecommendsRepository } from './recommends.repository.js';
 
@@ -13,15 +13,23 @@ export type CreateRecommendResult =
  * decides between two identical requests racing: one inserts, the other gets the unique violation (on PostgreSQL
  * it waits for the first to commit) and is reported as a duplicate, so the counter moves once.
  * `gone`: the post or the user was deleted after the caller's checks (the foreign key rejected the insert).
+ * `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
  */
-export async function createRecommend(store: Store, postId: number, userId: number, viewer: Viewer): Promise<CreateRecommendResult> {
+export async function createRecommend(
+  store: Store,
+  postId: number,
+  userId: number,
+  viewer: Viewer,
+  withinTransaction?: (tx: Tx, user: PublicUserRow) => Promise<void>,
+): Promise<CreateRecommendResult> {
   try {
-    return await store.transaction(async ({ db }) => {
-      const recommends = createRecommendsRepository(db);
+    return await store.transaction(async (tx) => {
+      const recommends = createRecommendsRepository(tx.db);
       await recommends.insert({ post_id: postId, user_id: userId, created_at: new Date().toISOString() });
       await recommends.addToRecommendCount(postId, 1);
       const user = await recommends.findRecommender(postId, userId, viewer);
       if (!user) throw new Error('a recommend just inserted is not readable in its own transaction');
+      await withinTransaction?.(tx, user);
       return { outcome: 'created', user };
     });
   } catch (error) {

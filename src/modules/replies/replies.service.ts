@@ -9,14 +9,16 @@ import { createRepliesRepository } from './replies.repository.js';
  * was deleted after the caller's visibility check: the foreign key rejects the insert and the route answers 404.
  * On PostgreSQL the insert takes a key-share lock on the post row, so the post cannot vanish between the insert
  * and the counter update; the update changes no key, so it never waits on another replier.
+ * `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
  */
 export async function createReply(
   store: Store,
   input: { postId: number; authorId: number; content: string },
+  withinTransaction?: (tx: Tx, reply: ReplyRow) => Promise<void>,
 ): Promise<ReplyRow | undefined> {
   try {
-    return await store.transaction(async ({ db }) => {
-      const replies = createRepliesRepository(db);
+    return await store.transaction(async (tx) => {
+      const replies = createRepliesRepository(tx.db);
       const row = await replies.insert({
         post_id: input.postId,
         author_id: input.authorId,
@@ -24,6 +26,7 @@ export async function createReply(
         created_at: new Date().toISOString(),
       });
       await replies.addToReplyCount(input.postId, 1);
+      await withinTransaction?.(tx, row);
       return row;
     });
   } catch (error) {

@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { ifMatch, tagOf } from '../../shared/conditional.js';
+import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
@@ -48,12 +49,14 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { rateLimitPolicy: 'auth' },
     },
     async (request, reply) => {
-      const id = await createUser(app.store, request.body, passwordHashMemoryKib);
-      // Read back as the public sees it: a new user has no posts, hidden or not.
-      const row = await users.findById(id, undefined);
-      if (!row) throw AppError.notFound('user');
-      reply.code(201).header('location', app.links.url(`/users/${id}`));
-      return toUser(row, app.links);
+      const answer = createdAnswer(request, reply);
+      await createUser(app.store, request.body, passwordHashMemoryKib, async (tx, id) => {
+        // Read back as the public sees it: a new user has no posts, hidden or not.
+        const row = await createUsersRepository(tx.db).findById(id, undefined);
+        if (!row) throw AppError.notFound('user');
+        await answer.keep(tx, app.links.url(`/users/${id}`), toUser(row, app.links));
+      });
+      return answer.send();
     },
   );
 

@@ -1,4 +1,4 @@
-import type { Store } from '../../db/store.js';
+import type { Store, Tx } from '../../db/store.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import type { Role } from '../../db/types.js';
 import { isUniqueViolation } from '../../db/errors.js';
@@ -9,17 +9,21 @@ import { POST_COLUMNS } from '../../shared/visibility.js';
 import { createTokensRepository } from '../tokens/tokens.repository.js';
 import { createUsersRepository } from './users.repository.js';
 
-/** Creates a user and answers its id; a username taken in any letter case is a 409 naming `username`. */
+/**
+ * Creates a user and answers its id; a username taken in any letter case is a 409 naming `username`.
+ * `withinTransaction` runs last inside the create's transaction (an idempotent create keeps its answer there).
+ */
 export async function createUser(
   store: Store,
   input: { username: string; password: string; displayName?: string; bio?: string; role?: Role },
   passwordHashMemoryKib: number,
+  withinTransaction?: (tx: Tx, id: number) => Promise<void>,
 ): Promise<number> {
   const now = new Date().toISOString();
   const passwordHash = await hashPassword(input.password, passwordHashMemoryKib);
   try {
-    return await store.transaction(({ db }) =>
-      createUsersRepository(db).insert({
+    return await store.transaction(async (tx) => {
+      const id = await createUsersRepository(tx.db).insert({
         username: input.username,
         display_name: input.displayName ?? '',
         bio: input.bio ?? '',
@@ -27,8 +31,10 @@ export async function createUser(
         password_hash: passwordHash,
         created_at: now,
         updated_at: now,
-      }),
-    );
+      });
+      await withinTransaction?.(tx, id);
+      return id;
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw AppError.conflict('username', 'is already taken');
     throw error;

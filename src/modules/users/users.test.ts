@@ -405,7 +405,7 @@ describe('protocol-level methods', () => {
       expect(res.statusCode).toBe(status);
       expect(res.headers['access-control-allow-origin']).toBe(origin);
       expect(res.headers['access-control-expose-headers']).toBe(
-        'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, ETag, RateLimit-Policy, RateLimit',
+        'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, ETag, Idempotent-Replayed, RateLimit-Policy, RateLimit',
       );
       // accept-encoding: compressible answers name it, compressed or not (src/plugins/compression.ts); Authorization:
       // GET answers depend on the caller (plugins/conditional.ts).
