@@ -1,7 +1,7 @@
-import fs from 'node:fs';
-import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { E2E_PUBLIC_URL, e2eDatabase, killLeftovers, startServer, type E2eDatabase, type ServerProcess } from '../helpers/server-process.js';
+import type { Locator, Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { browserTestsRun, useServerAndBrowser } from '../helpers/browser.js';
+import { E2E_PUBLIC_URL } from '../helpers/server-process.js';
 
 /**
  * GET /docs in a real browser (Debian's headless Chromium driven by playwright-core, which never downloads a
@@ -9,22 +9,6 @@ import { E2E_PUBLIC_URL, e2eDatabase, killLeftovers, startServer, type E2eDataba
  * and lists posts, all through "Try it out". Run from both loopback names, because the page's CSP lets it call
  * only the origin it was loaded from: an absolute `servers` URL would work from one name at most.
  */
-
-// Debian's package; CHROMIUM_PATH points elsewhere (another install, or a missing path to try the failure).
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-sync',
-];
-const installed = fs.existsSync(CHROMIUM);
-const MISSING = `Chromium is not installed at ${CHROMIUM}: run \`apt-get install -y chromium\` (.ci/run does it)`;
-if (!installed && !process.env.CI) console.warn(`[corkboard] SKIPPING test/browser/docs.test.ts: ${MISSING}`);
 
 // Bounded waits: Swagger UI's bundle is large and the machine is shared, but nothing here should take long.
 const STEP_MS = 15_000;
@@ -74,32 +58,14 @@ async function authorize(page: Page, token: string): Promise<void> {
   await dialog.waitFor({ state: 'detached', timeout: STEP_MS });
 }
 
-describe.skipIf(!installed && !process.env.CI)('/docs in a browser: "Try it out" end to end', () => {
-  let db: E2eDatabase;
-  let server: ServerProcess;
-  let browser: Browser;
-
-  beforeAll(async () => {
-    // Under CI a missing browser is a failure, not a silent skip.
-    if (!installed) throw new Error(MISSING);
-    db = await e2eDatabase();
-    [server, browser] = await Promise.all([
-      startServer({ databaseUrl: db.url }),
-      chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 30_000 }),
-    ]);
-  }, 60_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    await killLeftovers();
-    await db?.drop();
-  }, 60_000);
+describe.runIf(browserTestsRun('test/browser/docs.test.ts'))('/docs in a browser: "Try it out" end to end', () => {
+  const run = useServerAndBrowser();
 
   it.each(['localhost', '127.0.0.1'])(
     'from http://%s:PORT/docs: sign up, sign in, authorize, create a post, list posts',
     async (host) => {
-      const origin = `http://${host}:${server.port}`;
-      const context = await browser.newContext();
+      const origin = `http://${host}:${run.server.port}`;
+      const context = await run.browser.newContext();
       context.setDefaultTimeout(STEP_MS);
       const page = await context.newPage();
       const blocked: string[] = [];

@@ -1,18 +1,11 @@
-import fs from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { e2eDatabase, killLeftovers, request, startServer, type E2eDatabase, type ServerProcess } from '../helpers/server-process.js';
+import { describe, expect, it } from 'vitest';
+import { browserTestsRun, useServerAndBrowser } from '../helpers/browser.js';
+import { request } from '../helpers/server-process.js';
 
 /**
  * A live stream read in a real browser the way the README shows it: with fetch and a stream reader (EventSource
  * cannot send an Authorization header), from the API's own origin and from another one (CORS).
  */
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run', '--disable-sync'];
-const installed = fs.existsSync(CHROMIUM);
-const MISSING = `Chromium is not installed at ${CHROMIUM}: run \`apt-get install -y chromium\` (.ci/run does it)`;
-if (!installed && !process.env.CI) console.warn(`[corkboard] SKIPPING test/browser/streams.test.ts: ${MISSING}`);
 
 /** The README's reader, run in the page: collects `count` events of a followers-only stream, then stops. */
 const READER = `async ({ url, token, count }) => {
@@ -38,39 +31,22 @@ const READER = `async ({ url, token, count }) => {
   return { status: res.status, contentType: res.headers.get('content-type'), events };
 }`;
 
-describe.skipIf(!installed && !process.env.CI)('event streams in a browser (fetch reader)', () => {
-  let db: E2eDatabase;
-  let server: ServerProcess;
-  let browser: Browser;
-
-  beforeAll(async () => {
-    if (!installed) throw new Error(MISSING);
-    db = await e2eDatabase();
-    [server, browser] = await Promise.all([
-      startServer({ databaseUrl: db.url }),
-      chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 30_000 }),
-    ]);
-  }, 60_000);
-  afterAll(async () => {
-    await browser?.close();
-    await server?.stop();
-    await killLeftovers();
-    await db?.drop();
-  }, 60_000);
+describe.runIf(browserTestsRun('test/browser/streams.test.ts'))('event streams in a browser (fetch reader)', () => {
+  const run = useServerAndBrowser();
 
   it.each(['127.0.0.1', 'localhost'])('reads a signed-in stream with fetch from http://%s:PORT', async (host) => {
     const username = `browser_${host.replace(/\W/g, '_')}`;
     const password = 'browser password';
-    const created = await request(server.url, 'POST', '/users', { body: { username, password } });
+    const created = await request(run.server.url, 'POST', '/users', { body: { username, password } });
     const userId = created.json<{ id: number }>().id;
-    const token = (await request(server.url, 'POST', '/tokens', { body: { username, password } })).json<{ token: string }>().token;
+    const token = (await request(run.server.url, 'POST', '/tokens', { body: { username, password } })).json<{ token: string }>().token;
 
-    const context = await browser.newContext();
+    const context = await run.browser.newContext();
     const page = await context.newPage();
     try {
       // The page's origin: the API itself for 127.0.0.1; for localhost the stream is read cross-origin.
-      await page.goto(`http://${host}:${server.port}/health`);
-      const reading = page.evaluate(`(${READER})(${JSON.stringify({ url: `${server.url}/posts`, token, count: 2 })})`) as Promise<{
+      await page.goto(`http://${host}:${run.server.port}/health`);
+      const reading = page.evaluate(`(${READER})(${JSON.stringify({ url: `${run.server.url}/posts`, token, count: 2 })})`) as Promise<{
         status: number;
         contentType: string;
         events: Array<{ id: string; event: string; data: { id: number; visibility: string } }>;
@@ -79,7 +55,7 @@ describe.skipIf(!installed && !process.env.CI)('event streams in a browser (fetc
       await new Promise((r) => setTimeout(r, 200));
       const posts = [];
       for (const visibility of ['private', 'public']) {
-        const res = await request(server.url, 'POST', `/users/${userId}/posts`, { token, body: { title: 't', content: 'c', visibility } });
+        const res = await request(run.server.url, 'POST', `/users/${userId}/posts`, { token, body: { title: 't', content: 'c', visibility } });
         posts.push(res.json<{ id: number }>().id);
       }
       const result = await reading;
