@@ -187,6 +187,8 @@ async function main(): Promise<void> {
       followsPerUser: int('follows', args.follows, 10, 0),
       feedFollows: 1_000,
       authorFollowers: 10,
+      manyAuthors: 1_000,
+      signedIn: 11_000,
       seed: int('seed', args.seed, 42, 0),
     });
     log(`seeding ${backend} (${data.feedEntryCount.toLocaleString('en-US')} feed entries)…`);
