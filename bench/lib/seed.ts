@@ -99,7 +99,7 @@ interface Target {
  * The invariants the API keeps, checked on the seeded rows (each query counts violations): a seed that drifted
  * from what the API would produce (a new counter, a trigger the bulk load skipped) fails here, not in a benchmark.
  */
-const INVARIANTS: [string, string][] = [
+export const INVARIANTS: [string, string][] = [
   ['users.follower_count', 'SELECT count(*) FROM users u WHERE follower_count <> (SELECT count(*) FROM follows f WHERE f.followee_id = u.id)'],
   ['users.following_count', 'SELECT count(*) FROM users u WHERE following_count <> (SELECT count(*) FROM follows f WHERE f.follower_id = u.id)'],
   ['users.post_count', 'SELECT count(*) FROM users u WHERE post_count <> (SELECT count(*) FROM posts p WHERE p.owner_id = u.id)'],
