@@ -157,7 +157,10 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
       try {
         // Until the queue is empty: posts queued meanwhile (here or, on PostgreSQL, by other processes that could
         // not drain while this one held the lock) are taken by the next batch.
-        while (!closed && (await drainBatch()) > 0);
+        // Between transactions the loop yields to the event loop: on SQLite every query completes synchronously,
+        // so without a macrotask turn here the whole drain (every chunk of a big post) would run as one chain of
+        // microtasks, and no request could be served until it ended, however small its transactions.
+        while (!closed && (await drainBatch()) > 0) await new Promise((resolve) => setImmediate(resolve));
       } catch (error) {
         // The queue keeps the posts (the batch rolled back) and feeds keep showing them; the sweep retries.
         log.warn({ err: error }, 'feed fan-out failed; the queued posts stay queued and are retried');
