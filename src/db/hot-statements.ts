@@ -1,0 +1,22 @@
+import { CompiledQuery } from 'kysely';
+import type { Store } from './store.js';
+import type { PostRow } from './types.js';
+
+/**
+ * The hottest statements as plain SQL, one text per dialect, run without the query builder. Building and
+ * compiling a Kysely query costs more than SQLite takes to answer a point read, so only a statement that a
+ * benchmark shows is worth it belongs here (bench/README.md, "The rebuilt data layer"); everything else stays
+ * in the builder. The texts select exactly POST_COLUMNS (src/shared/visibility.ts), so rows are alike either way.
+ */
+const POST_COLUMNS_SQL = 'id, owner_id, title, content, visibility, reply_count, recommend_count, created_at, updated_at';
+
+const PUBLIC_POST_BY_ID = {
+  sqlite: `select ${POST_COLUMNS_SQL} from posts where id = ? and visibility = 'public'`,
+  postgres: `select ${POST_COLUMNS_SQL} from posts where id = $1 and visibility = 'public'`,
+} as const;
+
+/** The post with this id if it is public: what an anonymous reader may see (`findVisiblePost` without a viewer). */
+export async function findPublicPost(store: Store, id: number): Promise<PostRow | undefined> {
+  const { rows } = await store.db.executeQuery<PostRow>(CompiledQuery.raw(PUBLIC_POST_BY_ID[store.dialect], [id]));
+  return rows[0];
+}
