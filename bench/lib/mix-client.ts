@@ -114,6 +114,11 @@ function send(request: Request, due: number): Promise<void> {
       headers['content-length'] = Buffer.byteLength(request.body);
     }
     const done = (status: number, detail?: string) => {
+      if (due < measureFrom) {
+        if (request.ok.includes(status)) request.after?.(status);
+        resolve();
+        return;
+      }
       const ms = performance.now() - due;
       const list = latencies.get(request.kind) ?? [];
       list.push(ms);
@@ -141,7 +146,8 @@ function send(request: Request, due: number): Promise<void> {
 }
 
 const started = performance.now();
-const end = started + job.seconds * 1000;
+const measureFrom = started + job.warmup * 1000;
+const end = measureFrom + job.seconds * 1000;
 if (job.rate === undefined) {
   await Promise.all(
     Array.from({ length: job.connections }, async () => {
@@ -164,7 +170,7 @@ if (job.rate === undefined) {
   }
   await Promise.all(inFlight);
 }
-const seconds = (performance.now() - started) / 1000;
+const seconds = (performance.now() - measureFrom) / 1000;
 
 const all: number[] = [];
 const byKind: Partial<Record<MixKind, KindResult>> = {};

@@ -32,6 +32,11 @@ export interface MixJob {
   /** One or more corkboard processes: requests go round-robin over them. */
   ports: number[];
   seconds: number;
+  /**
+   * Seconds of load before `seconds` of measurement: requests due in them are sent but not counted, so that
+   * opening the sockets and the first compilations of the code paths do not land in the figures.
+   */
+  warmup: number;
   /** Concurrent requests (closed loop) or the sockets open per port (open loop). */
   connections: number;
   /** Open loop: requests sent at this rate, latency counted from when each was due. Closed loop when absent. */

@@ -76,7 +76,7 @@ export interface MixSetup {
   seconds: number;
   connections: number;
   rounds: number;
-  base: Omit<MixJob, 'ports' | 'seconds' | 'connections' | 'weights' | 'seed' | 'rate'>;
+  base: Omit<MixJob, 'ports' | 'seconds' | 'warmup' | 'connections' | 'weights' | 'seed' | 'rate'>;
   /** Waits until what the writes left behind is done (fan-out queue empty, PostgreSQL checkpoint). */
   settle: () => Promise<void>;
   log: Log;
@@ -95,6 +95,7 @@ export async function mixedTraffic(setup: MixSetup): Promise<MixedReport> {
     ...setup.base,
     ports: setup.ports,
     seconds: setup.seconds,
+    warmup: 1,
     connections: setup.connections,
     weights,
     seed: seed++,
@@ -173,6 +174,7 @@ export async function processCurve(
       ...setup.base,
       ports: setup.ports,
       seconds: setup.seconds,
+      warmup: 1,
       connections: setup.connections,
       weights: MIX,
       seed: seed++,
