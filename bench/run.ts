@@ -13,7 +13,8 @@ import { runLoad, type LoadResult, type LoadTool, type RequestSpec } from './lib
 import { freePort, run, startServer, warmPageCache, which, type ServerProcess } from './lib/process.js';
 import { addRatios, evaluate, markdown, mergeSlices, summarise, textTable, type Report, type ScenarioResult } from './lib/report.js';
 import { RSS_LIMIT_MB, scenarios as allScenarios, targets, type Backend, type Scenario } from './lib/scenarios.js';
-import { seedPostgres, seedSqlite, type SeedResult } from './lib/seed.js';
+import { INVARIANTS, seedPostgres, seedSqlite, type SeedResult } from './lib/seed.js';
+import { celebrity, mixedTraffic, processCurve, type MixSetup, type SuitesReport } from './lib/suites.js';
 
 /**
  * `npm run bench [-- options]`: builds, seeds a database of the chosen size, starts corkboard and the baselines
@@ -47,7 +48,12 @@ const HELP = `Usage: npm run bench -- [options]
   --instructions              count instructions per request with valgrind's callgrind instead of timing load:
                               steady to ~0.2% on a noisy machine, user space only (see bench/README.md)
   --requests N                with --instructions: requests counted per scenario, after 4 × N to warm up
-                              (default 2000)`;
+                              (default 2000)
+  --suites a,b,...            issue 26's suites after the rounds: growth, mixed, processes (PostgreSQL only),
+                              celebrity; "none" for none (default: all of them, none with --scenarios)
+  --growth-posts N            growth: the smaller database's posts (default 100000; 2000 with --quick)
+  --suite-seconds S           seconds per run of the mixed-traffic suites (default 5; 2 with --quick)
+  --suite-rounds N            rounds of the mixed-traffic suite (default 2; 1 with --quick)`;
 
 const { values: args } = parseArgs({
   options: {
@@ -73,6 +79,10 @@ const { values: args } = parseArgs({
     seed: { type: 'string', default: '42' },
     instructions: { type: 'boolean', default: false },
     requests: { type: 'string' },
+    suites: { type: 'string' },
+    'growth-posts': { type: 'string' },
+    'suite-seconds': { type: 'string' },
+    'suite-rounds': { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -106,6 +116,15 @@ const connections = int('connections', args.connections, 50);
 const counted = int('requests', args.requests, quick ? 300 : 2_000);
 const warmed = counted * 4;
 const instructions = args.instructions;
+const SUITES = ['growth', 'mixed', 'processes', 'celebrity'] as const;
+const suites = new Set<string>(
+  (args.suites ?? (args.scenarios || instructions ? 'none' : SUITES.join(','))).split(',').map((s) => s.trim()).filter((s) => s && s !== 'none'),
+);
+for (const s of suites) if (!(SUITES as readonly string[]).includes(s)) throw new Error(`--suites: unknown suite "${s}"`);
+if (args.backend !== 'postgres') suites.delete('processes');
+const growthPosts = suites.has('growth') ? int('growth-posts', args['growth-posts'], quick ? 2_000 : 100_000, 2_000) : undefined;
+const suiteSeconds = int('suite-seconds', args['suite-seconds'], quick ? 2 : 5);
+const suiteRounds = int('suite-rounds', args['suite-rounds'], quick ? 1 : 2);
 if (instructions && !which('valgrind')) throw new Error('--instructions needs valgrind (apt-get install valgrind)');
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 process.chdir(root);
@@ -182,13 +201,16 @@ async function main(): Promise<void> {
   const cleanups: (() => Promise<void>)[] = [];
   try {
     // ---- seed ----
-    const data = generateDataset({
+    const datasetOptions = {
       ...sizes,
       followsPerUser: int('follows', args.follows, 10, 0),
       feedFollows: 1_000,
       authorFollowers: 10,
+      manyAuthors: 1_000,
+      signedIn: 11_000,
       seed: int('seed', args.seed, 42, 0),
-    });
+    };
+    const data = generateDataset(datasetOptions);
     log(`seeding ${backend} (${data.feedEntryCount.toLocaleString('en-US')} feed entries)…`);
     let seeded: SeedResult;
     let corkboardUrl: string;
@@ -199,6 +221,9 @@ async function main(): Promise<void> {
     // Waits until what a write scenario set going has finished: corkboard's fan-out queue is empty and, on
     // PostgreSQL, the dirty buffers are written and no autovacuum worker runs (see `settleAfterWrites`).
     let settle: () => Promise<void>;
+    // Is the feed entry (user, post) written? (the celebrity suite); the first value of a query (invariants).
+    let entryWritten: (user: number, post: number) => Promise<boolean>;
+    let scalar: (text: string) => Promise<number>;
     if (backend === 'sqlite') {
       const file = path.join(work, 'corkboard.db');
       seeded = args['reuse-seed'] ? await reusableSeed(file, data) : await seedSqlite(file, data, log);
@@ -211,6 +236,7 @@ async function main(): Promise<void> {
         corkboard: async () => void warmPageCache(files(file)),
         database: async () => void warmPageCache(files(copy)),
         constant: async () => {},
+        small: async () => {},
       };
       if (!args.keep) cleanups.push(async () => fs.rmSync(work, { recursive: true, force: true }));
       // A connection of the harness's own, opened once the server has migrated and only ever reading a count.
@@ -221,6 +247,14 @@ async function main(): Promise<void> {
           probe ??= new Database(file, { readonly: true, fileMustExist: true });
           return (probe.prepare('SELECT count(*) AS n FROM fanout_queue').get() as { n: number }).n;
         });
+      entryWritten = async (user, post) => {
+        probe ??= new Database(file, { readonly: true, fileMustExist: true });
+        return probe.prepare('SELECT 1 FROM feed_entries WHERE user_id = ? AND post_id = ?').get(user, post) !== undefined;
+      };
+      scalar = async (text) => {
+        probe ??= new Database(file, { readonly: true, fileMustExist: true });
+        return Number(probe.prepare(text).pluck().get());
+      };
     } else {
       const name = `corkboard_bench_${process.pid}`;
       await pgAdmin(async (c) => {
@@ -245,10 +279,17 @@ async function main(): Promise<void> {
         corkboard: await pgPrewarm(corkboardUrl),
         database: await pgPrewarm(dbUrl(`${name}_baseline`)),
         constant: async () => {},
+        small: async () => {},
       };
       const probe = new pg.Client({ connectionString: corkboardUrl });
       await probe.connect();
       cleanups.push(() => probe.end());
+      // The celebrity suite polls for many posts at once: a pool, since one client runs one query at a time.
+      const pollers = new pg.Pool({ connectionString: corkboardUrl, max: 4 });
+      cleanups.push(() => pollers.end());
+      entryWritten = async (user, post) =>
+        (await pollers.query('SELECT 1 FROM feed_entries WHERE user_id = $1 AND post_id = $2', [user, post])).rows.length > 0;
+      scalar = async (text) => Number(Object.values((await probe.query<Record<string, unknown>>(text)).rows[0] ?? {})[0]);
       settle = () =>
         settleAfterWrites(
           async () => Number((await probe.query<{ n: string }>('SELECT count(*) AS n FROM fanout_queue')).rows[0]?.n ?? 0),
@@ -263,6 +304,29 @@ async function main(): Promise<void> {
         );
     }
     log(`seeded in ${seeded.seconds.toFixed(1)} s`);
+
+    // Growth: a second database with the same users and follows and fewer posts, served by a second corkboard.
+    let small: { url: string; seeded: SeedResult } | undefined;
+    if (growthPosts !== undefined) {
+      const smallData = generateDataset({ ...datasetOptions, posts: growthPosts });
+      log(`seeding the growth database (${growthPosts} posts, ${smallData.feedEntryCount.toLocaleString('en-US')} feed entries)…`);
+      if (backend === 'sqlite') {
+        const file = path.join(work, 'small.db');
+        const smallSeeded = args['reuse-seed'] ? await reusableSeed(file, smallData) : await seedSqlite(file, smallData, log);
+        small = { url: `sqlite:${file}`, seeded: smallSeeded };
+        warm.small = async () => void warmPageCache([file, `${file}-wal`]);
+      } else {
+        const name = `corkboard_bench_${process.pid}_small`;
+        await pgAdmin(async (c) => {
+          await c.query(`DROP DATABASE IF EXISTS ${name}`);
+          await c.query(`CREATE DATABASE ${name}`);
+        });
+        if (!args.keep) cleanups.push(() => pgAdmin(async (c) => void (await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))));
+        small = { url: dbUrl(name), seeded: await seedPostgres(dbUrl(name), smallData, log) };
+        warm.small = await pgPrewarm(small.url);
+      }
+      log(`seeded in ${small.seeded.seconds.toFixed(1)} s`);
+    }
 
     // ---- servers ----
     const profileDir = path.join(root, 'bench/.work/profiles');
@@ -298,7 +362,18 @@ async function main(): Promise<void> {
       readyPath: '/',
     });
     servers.push(database);
-    const serverOf = { corkboard, constant, database };
+    const smallServer = small
+      ? await startServer({
+          name: 'corkboard-small',
+          command: [node, ...nodeArgs],
+          env: { DATABASE_URL: small.url, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1' },
+          port: await freePort(),
+          pin: pinServer,
+          readyPath: '/health',
+        })
+      : undefined;
+    if (smallServer) servers.push(smallServer);
+    const serverOf: Record<Scenario['target'], ServerProcess> = { corkboard, constant, database, small: smallServer ?? corkboard };
 
     // ---- scenarios ----
     // The deep page: of forty neighbouring pages near the oldest end (before ids 1,001, 1,023, … 1,859; about 90%
@@ -317,6 +392,9 @@ async function main(): Promise<void> {
     const meanSize = deepSizes.reduce((a, b) => a + b, 0) / deepSizes.length;
     const deepIndex = deepSizes.reduce((best, size, i) => (Math.abs(size - meanSize) < Math.abs((deepSizes[best] as number) - meanSize) ? i : best), 0);
     log(`deep page: the one before id ${deepFrom + 22 * deepIndex}, ${deepSizes[deepIndex]} bytes (mean of 40 neighbours ${Math.round(meanSize)})`);
+    // The growth database's deep page: the same ids (its posts have the same owners, text and visibility by id).
+    const smallCursor = small ? createCursorCodec(small.seeded.cursorSecret).encode('posts', deepFrom + 22 * deepIndex) : undefined;
+    const manyAuthors = Array.from(data.manyAuthorIds, (id) => ({ id, token: seeded.tokens.signedIn[id - 1] as string })).filter((a) => a.token);
     let list = allScenarios({
       backend,
       posts: sizes.posts,
@@ -325,11 +403,13 @@ async function main(): Promise<void> {
       author: data.author,
       tokens: seeded.tokens,
       deepCursor: deepCandidates[deepIndex] as string,
+      manyAuthors,
+      ...(small && smallCursor && growthPosts !== undefined ? { growth: { posts: growthPosts, deepCursor: smallCursor, feedToken: small.seeded.tokens.feed } } : {}),
     });
     if (args.scenarios) {
       // The named scenarios, every baseline, and whatever their ratios are taken against.
       const wanted = new Set(args.scenarios.split(',').map((s) => s.trim()));
-      for (const s of list) if (s.target !== 'corkboard') wanted.add(s.key);
+      for (const s of list) if (s.target === 'constant' || s.target === 'database') wanted.add(s.key);
       for (let grew = true; grew; ) {
         grew = false;
         for (const s of list) {
@@ -358,7 +438,7 @@ async function main(): Promise<void> {
         log(`  ${scenario.key.padEnd(26)} ${Math.round(count.perRequest).toLocaleString('en-US').padStart(10)} instructions/request` +
           `${count.failed ? `  FAILED ${count.failed}` : ''}`);
       }
-      const { rows, targets: judged } = instructionResults(list, counts, targets(backend));
+      const { rows, targets: judged } = instructionResults(list, counts, targets(backend, growthPosts, sizes.posts));
       const table = instructionMarkdown(rows, judged);
       log('');
       log(table);
@@ -430,6 +510,98 @@ async function main(): Promise<void> {
       }
     }
 
+    // ---- issue 26's suites ----
+    const suiteReport: SuitesReport = {};
+    if (suites.has('mixed') || suites.has('processes') || suites.has('celebrity')) {
+      // Signed-in users for the mix: the last 10,000 of those holding tokens (past the feed user, the author and the
+      // many authors, whose figures the main scenarios rely on), or all of them in a small data set.
+      const signedIn = seeded.tokens.signedIn;
+      const firstUser = signedIn.length > 11_000 - 1 ? signedIn.length - 10_000 + 1 : 1;
+      const random = (() => {
+        let x = 12345;
+        return () => ((x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 4294967296);
+      })();
+      const base: MixSetup['base'] = {
+        posts: sizes.posts,
+        firstUser,
+        tokens: signedIn.slice(firstUser - 1),
+        users: sizes.users,
+        cursors: Array.from({ length: 500 }, () => codec.encode('posts', 1 + Math.floor(random() * sizes.posts))),
+      };
+      const setupFor = (ports: number[]): MixSetup => ({
+        ports,
+        pin: pinLoad,
+        workDir: work,
+        seconds: suiteSeconds,
+        connections,
+        rounds: suiteRounds,
+        base,
+        settle,
+        log,
+      });
+      await warm.corkboard();
+      if (suites.has('mixed')) {
+        log(`mixed traffic (${suiteRounds} round(s), ${suiteSeconds} s runs)…`);
+        suiteReport.mixed = await mixedTraffic(setupFor([corkboard.port]));
+      }
+      if (suites.has('processes')) {
+        log('mixed traffic against one process and against two…');
+        const second = await startServer({
+          name: 'corkboard-2',
+          command: [node, ...nodeArgs],
+          env: { DATABASE_URL: corkboardUrl, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1' },
+          port: await freePort(),
+          pin: pinServer,
+          readyPath: '/health',
+        });
+        try {
+          suiteReport.processes = await processCurve(
+            [
+              { processes: 1, setup: setupFor([corkboard.port]) },
+              { processes: 2, setup: setupFor([corkboard.port, second.port]) },
+            ],
+            [0.5, 0.7, 0.9, 1.1],
+            log,
+          );
+        } finally {
+          await second.stop();
+        }
+      }
+      if (suites.has('celebrity')) {
+        log('a celebrity posts…');
+        const c = data.celebrity;
+        const followersOf = (u: number) => data.followers.subarray(data.followerOffsets[u] as number, data.followerOffsets[u + 1] as number);
+        const celebrityFollowers = followersOf(c);
+        const reader = Math.min(signedIn.length, sizes.users);
+        suiteReport.celebrity = await celebrity({
+          port: corkboard.port,
+          celebrity: {
+            id: c,
+            token: signedIn[c - 1] as string,
+            followers: celebrityFollowers.length,
+            lastFollower: celebrityFollowers[celebrityFollowers.length - 1] as number,
+          },
+          reader: { id: reader, token: signedIn[reader - 1] as string },
+          authors: manyAuthors.map((a) => ({ ...a, follower: followersOf(a.id)[0] as number })).filter((a) => a.follower !== undefined),
+          rate: 50,
+          lead: 3,
+          entryWritten,
+          log,
+        });
+        await settle();
+      }
+      // What the suites wrote (follows, unfollows, posts, replies, recommends from two processes at once) must have
+      // left every counter equal to its rows.
+      const checks: [string, string][] = [
+        ...INVARIANTS.filter(([name]) => name.startsWith('users.')),
+        ['posts.reply_count', 'SELECT count(*) FROM posts p WHERE reply_count <> (SELECT count(*) FROM replies r WHERE r.post_id = p.id) AND (reply_count > 0 OR EXISTS (SELECT 1 FROM replies r WHERE r.post_id = p.id))'],
+        ['posts.recommend_count', 'SELECT count(*) FROM posts p WHERE recommend_count <> (SELECT count(*) FROM recommends r WHERE r.post_id = p.id) AND (recommend_count > 0 OR EXISTS (SELECT 1 FROM recommends r WHERE r.post_id = p.id))'],
+        ['fanout_queue', 'SELECT count(*) FROM fanout_queue'],
+      ];
+      suiteReport.invariants = {};
+      for (const [name, text] of checks) suiteReport.invariants[name] = await scalar(text);
+    }
+
     // ---- report ----
     const results: ScenarioResult[] = list.map((s) => summarise(s, measured.get(s.key) ?? [], rssMax.get(s.key) ?? 0));
     addRatios(results);
@@ -464,8 +636,9 @@ async function main(): Promise<void> {
       },
       seeding,
       scenarios: results,
-      targets: evaluate(results, targets(backend)),
+      targets: evaluate(results, targets(backend, growthPosts, sizes.posts)),
       rss: { limitMb: RSS_LIMIT_MB, maxMb: rssCorkboard, pass: rssCorkboard <= RSS_LIMIT_MB },
+      ...(Object.keys(suiteReport).length ? { suites: suiteReport } : {}),
     };
     log('');
     log(textTable(report));

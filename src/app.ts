@@ -3,11 +3,11 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from './config.js';
+import { findCallerByTokenHash } from './db/hot-statements.js';
 import { openStore } from './db/open.js';
 import type { Store } from './db/store.js';
 import { createLinks, type Links } from './shared/links.js';
 import { PostChanges } from './shared/post-changes.js';
-import { createTokensRepository } from './modules/tokens/tokens.repository.js';
 import { createValidatorCompiler } from './plugins/validation.js';
 import { createLogger, loggerOptions } from './plugins/logging.js';
 import errorHandler, { clientError, connectRequest, frameworkError } from './plugins/error-handler.js';
@@ -145,8 +145,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(metricsPlugin);
   await app.register(rateLimitPlugin);
   await app.register(openapiPlugin);
-  const tokens = createTokensRepository(store.db);
-  await app.register(authPlugin, { findCaller: (hash) => tokens.findCaller(hash, new Date().toISOString()) });
+  // On every signed-in request: plain SQL (db/hot-statements.ts), the same statement as tokens.findCaller.
+  await app.register(authPlugin, { findCaller: (hash) => findCallerByTokenHash(store, hash, new Date().toISOString()) });
   await app.register(fanoutPlugin);
   await app.register(streamsPlugin);
   // Before the modules: it hooks each creating route as the route is declared.

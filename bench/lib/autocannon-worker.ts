@@ -20,7 +20,16 @@ const result = await autocannon({
       path: spec.path.replace('{id}', '1'),
       headers: { ...(spec.body === undefined ? {} : { 'content-type': 'application/json' }), ...spec.headers },
       ...(spec.body === undefined ? {} : { body: spec.body }),
-      ...(spec.path.includes('{id}') ? { setupRequest: (request) => ({ ...request, path: nextPath() }) } : {}),
+      ...(spec.variants?.length
+        ? {
+            setupRequest: (request) => {
+              const v = spec.variants?.[Math.floor(Math.random() * (spec.variants?.length ?? 1))];
+              return v ? { ...request, path: v.path, headers: { ...request.headers, ...v.headers } } : request;
+            },
+          }
+        : spec.path.includes('{id}')
+          ? { setupRequest: (request) => ({ ...request, path: nextPath() }) }
+          : {}),
     },
   ],
 });

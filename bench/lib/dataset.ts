@@ -17,6 +17,10 @@ export interface DatasetOptions {
   followsPerUser: number;
   feedFollows: number;
   authorFollowers: number;
+  /** Users 11 .. 10 + manyAuthors each get 10–100 followers (uniform) for the many-authors create scenario. */
+  manyAuthors: number;
+  /** Users 1 .. signedIn hold a bearer token (the mixed traffic signs in as them). */
+  signedIn: number;
   seed: number;
 }
 
@@ -25,6 +29,10 @@ export interface Dataset {
   feedUser: number;
   author: number;
   reader: number;
+  /** Followed by every user but the feed user (whose feed must stay as described); owns no seeded post. */
+  celebrity: number;
+  /** The many-authors users, ascending; each has 10–100 followers. */
+  manyAuthorIds: Int32Array;
   /** CSR: followees of user u are followees[followOffsets[u] .. followOffsets[u + 1]), ascending. */
   followOffsets: Int32Array;
   followees: Int32Array;
@@ -101,6 +109,9 @@ export function generateDataset(options: DatasetOptions): Dataset {
   const feedUser = 1;
   const author = 2;
   const reader = 3;
+  const celebrity = 4;
+  const firstManyAuthor = 11;
+  const manyAuthors = Math.max(0, Math.min(options.manyAuthors, users - firstManyAuthor));
   const feedFollows = Math.min(options.feedFollows, users - 2);
   const authorFollowers = Math.min(options.authorFollowers, users - 2);
 
@@ -132,13 +143,45 @@ export function generateDataset(options: DatasetOptions): Dataset {
     next[old.length] = author;
     lists[v] = next;
   }
+  // The many authors: their random followers topped up to a target drawn uniformly from 10–100 (never the feed
+  // user, whose followee count is exact). Then the celebrity: every user but the feed user follows them.
+  const extra: number[][] = Array.from({ length: users + 1 }, () => []);
+  const authorFollowerSets = new Map<number, Set<number>>();
+  for (let a = firstManyAuthor; a < firstManyAuthor + manyAuthors; a++) authorFollowerSets.set(a, new Set());
+  for (let u = 1; u <= users; u++) for (const v of lists[u] as Int32Array) authorFollowerSets.get(v)?.add(u);
+  for (const [a, set] of authorFollowerSets) {
+    const target = Math.min(10 + Math.floor(random() * 91), users - 2);
+    while (set.size < target) {
+      const u = pick(users);
+      if (u === a || u === feedUser || set.has(u)) continue;
+      set.add(u);
+      (extra[u] as number[]).push(a);
+    }
+  }
+  for (let u = 1; u <= users; u++) {
+    if (u !== celebrity && u !== feedUser && !(lists[u] as Int32Array).includes(celebrity)) (extra[u] as number[]).push(celebrity);
+  }
+  for (let u = 1; u <= users; u++) {
+    const more = extra[u] as number[];
+    if (more.length === 0) continue;
+    const old = lists[u] as Int32Array;
+    const next = new Int32Array(old.length + more.length);
+    next.set(old);
+    next.set(more, old.length);
+    lists[u] = next;
+  }
   for (let u = 1; u <= users; u++) (lists[u] as Int32Array).sort();
   const follow = toCsr(lists, users);
   const reverse = invert(follow.offsets, follow.values, users);
 
   // Posts: owners drawn uniformly; ids in creation order.
   const postOwner = new Int32Array(posts + 1);
-  for (let p = 1; p <= posts; p++) postOwner[p] = pick(users);
+  // Nobody's seeded posts are the celebrity's: 100,000 feed entries each would swell the seed for nothing.
+  for (let p = 1; p <= posts; p++) {
+    let owner = pick(users);
+    while (owner === celebrity) owner = pick(users);
+    postOwner[p] = owner;
+  }
   const ownerCounts = new Int32Array(users + 2);
   for (let p = 1; p <= posts; p++) {
     const o = postOwner[p] as number;
@@ -165,10 +208,12 @@ export function generateDataset(options: DatasetOptions): Dataset {
   }
 
   return {
-    options: { ...options, feedFollows, authorFollowers },
+    options: { ...options, feedFollows, authorFollowers, manyAuthors, signedIn: Math.min(options.signedIn, users) },
     feedUser,
     author,
     reader,
+    celebrity,
+    manyAuthorIds: Int32Array.from({ length: manyAuthors }, (_, i) => firstManyAuthor + i),
     followOffsets: follow.offsets,
     followees: follow.values,
     followerOffsets: reverse.offsets,

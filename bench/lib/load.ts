@@ -15,6 +15,11 @@ export interface RequestSpec {
   idMax?: number;
   headers?: Record<string, string>;
   body?: string;
+  /**
+   * Requests that differ in path and headers (e.g. many users, each with their own token): each request picks one
+   * at random and uses it in place of `path` and on top of `headers`. `path` is still what the sanity check sends.
+   */
+  variants?: { path: string; headers: Record<string, string> }[];
 }
 
 /**
@@ -85,7 +90,26 @@ export function wrkScript(spec: RequestSpec): string {
     `local headers = { ${headers} }`,
     `local body = ${spec.body === undefined ? 'nil' : luaString(spec.body)}`,
   ];
-  if (spec.path.includes('{id}')) {
+  if (spec.variants?.length) {
+    lines.push(
+      'local variants = {',
+      ...spec.variants.map((v) => `  { ${luaString(v.path)}, { ${Object.entries(v.headers).map(([k, x]) => `[ ${luaString(k)} ] = ${luaString(x)}`).join(', ')} } },`),
+      '}',
+      'local requests = {}',
+      'init = function(args)',
+      '  for i, v in ipairs(variants) do',
+      '    local h = {}',
+      '    for k, x in pairs(headers) do h[k] = x end',
+      '    for k, x in pairs(v[2]) do h[k] = x end',
+      '    requests[i] = wrk.format(method, v[1], h, body)',
+      '  end',
+      '  math.randomseed(os.time())',
+      'end',
+      'request = function()',
+      '  return requests[math.random(1, #requests)]',
+      'end',
+    );
+  } else if (spec.path.includes('{id}')) {
     const [prefix, suffix] = spec.path.split('{id}') as [string, string];
     lines.push(
       `local prefix, suffix, idmax = ${luaString(prefix)}, ${luaString(suffix)}, ${spec.idMax ?? 1}`,

@@ -1,6 +1,7 @@
 import { RSS_LIMIT_MB, type Scenario, type TargetSpec } from './scenarios.js';
 import type { LoadResult } from './load.js';
 import type { SeedResult } from './seed.js';
+import { suitesMarkdown, suiteTargets, type SuitesReport } from './suites.js';
 
 export interface ScenarioResult {
   key: string;
@@ -44,6 +45,8 @@ export interface Report {
   scenarios: ScenarioResult[];
   targets: TargetResult[];
   rss: { limitMb: number; maxMb: number; pass: boolean };
+  /** Issue 26's suites (mixed traffic, two processes, a celebrity), when run. */
+  suites?: SuitesReport;
 }
 
 export function median(values: number[]): number {
@@ -150,6 +153,7 @@ export function textTable(report: Report): string {
     targets.push([t.title, fmt(t.ratio, 2), fmt(t.min, 2), t.pass ? 'PASS' : 'MISS', fmt(t.cpuRatio, 2), perRound(t), fmt(t.ratioOfMedians, 2)]);
   }
   targets.push([`corkboard RSS ≤ ${report.rss.limitMb} MB in every scenario`, `${fmt(report.rss.maxMb)} MB`, '', report.rss.pass ? 'PASS' : 'MISS', '', '', '']);
+  for (const t of report.suites ? suiteTargets(report.suites) : []) targets.push([t.title, t.value, '', t.pass ? 'PASS' : 'MISS', '', '', '']);
   return `${pad(rows)}\n\n${pad(targets)}\n`;
 }
 
@@ -186,6 +190,7 @@ export function markdown(report: Report): string {
     ),
     `| corkboard RSS ≤ ${RSS_LIMIT_MB} MB in every scenario | ${fmt(report.rss.maxMb)} MB | ${report.rss.pass ? 'pass' : '**miss**'} | | | |`,
     '',
+    ...(report.suites ? [suitesMarkdown(report.suites)] : []),
   ];
   return lines.join('\n');
 }

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
+import { Kysely, SqliteDialect } from 'kysely';
+import { migrateToLatest } from '../../src/db/migrate.js';
 import { openStore } from '../../src/db/open.js';
+import type { Database } from '../../src/db/types.js';
 import { hashToken, newTokenSecret } from '../../src/shared/tokens.js';
 import { hashPassword } from '../../src/shared/passwords.js';
 import { count, feedOf, textPool, visibilityOf, type Dataset } from './dataset.js';
@@ -21,6 +24,8 @@ export interface Tokens {
   feed: string;
   author: string;
   reader: string;
+  /** The bearer token of user u is `signedIn[u - 1]`, for u in 1 .. dataset.options.signedIn. */
+  signedIn: string[];
 }
 
 export interface SeedResult {
@@ -44,13 +49,13 @@ const TABLES = {
   users: {
     name: 'users',
     columns: ['id', 'username', 'username_key', 'display_name', 'bio', 'role', 'password_hash', 'follower_count',
-      'following_count', 'post_count', 'created_at', 'updated_at'],
-    pgTypes: ['int8', 'text', 'text', 'text', 'text', 'text', 'text', 'int4', 'int4', 'int4', 'timestamptz', 'timestamptz'],
+      'following_count', 'post_count', 'public_post_count', 'followers_post_count', 'password_version', 'created_at', 'updated_at'],
+    pgTypes: ['int8', 'text', 'text', 'text', 'text', 'text', 'text', 'int4', 'int4', 'int4', 'int4', 'int4', 'int4', 'timestamptz', 'timestamptz'],
   },
   tokens: {
     name: 'tokens',
-    columns: ['id', 'user_id', 'token_hash', 'created_at', 'expires_at'],
-    pgTypes: ['int8', 'int8', 'text', 'timestamptz', 'timestamptz'],
+    columns: ['id', 'user_id', 'token_hash', 'password_version', 'created_at', 'expires_at'],
+    pgTypes: ['int8', 'int8', 'text', 'int4', 'timestamptz', 'timestamptz'],
   },
   follows: {
     name: 'follows',
@@ -94,10 +99,13 @@ interface Target {
  * The invariants the API keeps, checked on the seeded rows (each query counts violations): a seed that drifted
  * from what the API would produce (a new counter, a trigger the bulk load skipped) fails here, not in a benchmark.
  */
-const INVARIANTS: [string, string][] = [
+export const INVARIANTS: [string, string][] = [
   ['users.follower_count', 'SELECT count(*) FROM users u WHERE follower_count <> (SELECT count(*) FROM follows f WHERE f.followee_id = u.id)'],
   ['users.following_count', 'SELECT count(*) FROM users u WHERE following_count <> (SELECT count(*) FROM follows f WHERE f.follower_id = u.id)'],
   ['users.post_count', 'SELECT count(*) FROM users u WHERE post_count <> (SELECT count(*) FROM posts p WHERE p.owner_id = u.id)'],
+  ['users.public_post_count', "SELECT count(*) FROM users u WHERE public_post_count <> (SELECT count(*) FROM posts p WHERE p.owner_id = u.id AND p.visibility = 'public')"],
+  ['users.followers_post_count', "SELECT count(*) FROM users u WHERE followers_post_count <> (SELECT count(*) FROM posts p WHERE p.owner_id = u.id AND p.visibility = 'followers')"],
+  ['tokens.password_version', 'SELECT count(*) FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.password_version <> u.password_version'],
   ['posts.reply_count', 'SELECT count(*) FROM posts WHERE reply_count <> 0 OR recommend_count <> 0'],
 ];
 
@@ -145,23 +153,35 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
   const dropped = await target.dropSecondaryIndexes(BULK_TABLES);
   phase('prepare');
 
+  // Per-visibility post counts (what the API keeps for visiblePostCount): the visibility is a function of the id.
+  const publicPosts = new Int32Array(users + 1);
+  const followersPosts = new Int32Array(users + 1);
+  for (let p = 1; p <= posts; p++) {
+    const owner = data.postOwner[p] as number;
+    const visibility = visibilityOf(p);
+    if (visibility === 'public') publicPosts[owner] = (publicPosts[owner] as number) + 1;
+    else if (visibility === 'followers') followersPosts[owner] = (followersPosts[owner] as number) + 1;
+  }
   rows.users = await target.write(TABLES.users, (function* () {
     for (let u = 1; u <= users; u++) {
       const at = iso(USERS_AT + u * 1000);
       yield [u, `user${u}`, `user${u}`, `User ${u}`, '', 'member', passwordHash, count(data.followerOffsets, u),
-        count(data.followOffsets, u), count(data.ownerOffsets, u), at, at];
+        count(data.followOffsets, u), count(data.ownerOffsets, u), publicPosts[u], followersPosts[u], 0, at, at];
     }
   })());
   phase('users');
 
   const now = Date.now();
-  const tokens: Tokens = { feed: newTokenSecret(), author: newTokenSecret(), reader: newTokenSecret() };
-  const tokenRows: Row[] = [
-    [1, data.feedUser, hashToken(tokens.feed), iso(now), iso(now + 7 * 24 * 3600 * 1000)],
-    [2, data.author, hashToken(tokens.author), iso(now), iso(now + 7 * 24 * 3600 * 1000)],
-    [3, data.reader, hashToken(tokens.reader), iso(now), iso(now + 7 * 24 * 3600 * 1000)],
-  ];
-  rows.tokens = await target.write(TABLES.tokens, tokenRows);
+  // One token for each of users 1 .. signedIn (token id = user id), minted at password version 0 like the users.
+  const signedIn = Array.from({ length: Math.max(data.options.signedIn, data.reader) }, () => newTokenSecret());
+  const tokens: Tokens = {
+    feed: signedIn[data.feedUser - 1] as string,
+    author: signedIn[data.author - 1] as string,
+    reader: signedIn[data.reader - 1] as string,
+    signedIn,
+  };
+  rows.tokens = await target.write(TABLES.tokens, signedIn.map((secret, i) =>
+    [i + 1, i + 1, hashToken(secret), 0, iso(now), iso(now + 7 * 24 * 3600 * 1000)]));
   const cursorSecret = randomBytes(32).toString('base64url');
   await target.write(TABLES.settings, [['cursor_secret', cursorSecret]]);
 
@@ -222,9 +242,11 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
 
 /** Creates (or replaces) the SQLite database `file` and fills it. */
 export async function seedSqlite(file: string, data: Dataset, log: (line: string) => void): Promise<SeedResult> {
-  const store = openStore(`sqlite:${file}`);
-  await store.migrate();
-  await store.close();
+  // The app's migrations on a connection of the seeder's own: the SQLite store keeps its read and write
+  // connections open after close() when they never ran a query, and those would hold the file below.
+  const migrator = new Kysely<Database>({ dialect: new SqliteDialect({ database: new SQLite(file) }) });
+  await migrateToLatest(migrator);
+  await migrator.destroy();
 
   const db = new SQLite(file);
   // A throw-away load: journal in memory, no fsync, no per-row foreign-key checks (the generator only makes valid

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../../app.js';
-import { follow, nextPath, publish, type PostJson } from '../../../test/helpers/api.js';
+import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
 import { buildTestApp, call, testConfig } from '../../../test/helpers/build-test-app.js';
 import { freshDatabase } from '../../../test/helpers/database.js';
 import { signUp, type TestUser } from '../../../test/helpers/factories.js';
@@ -138,5 +138,79 @@ describe('fan-out worker', () => {
     await second.ready();
     await expect.poll(() => queued(second)).toEqual([]);
     expect(await entries(second)).toEqual([{ user_id: reader.id, post_id: post.id, owner_id: owner.id }]);
+  });
+  it('fans a post of an owner with many followers out in chunks of followers, one transaction each, with the small posts behind it taken first', async () => {
+    const app = await buildTestApp();
+    await app.fanout.close();
+    const owner = await signUp(app);
+    const small = await signUp(app);
+    const followers: TestUser[] = [];
+    for (let i = 0; i < 5; i++) followers.push(await signUp(app));
+    for (const f of followers) await follow(app, f, owner);
+    const [first, , , fourth, last] = followers as [TestUser, TestUser, TestUser, TestUser, TestUser];
+    await follow(app, first, small);
+    const big = await publish(app, owner, 'to five followers');
+    const behind = await publish(app, small, 'to one follower');
+
+    // The entries of each post after every transaction the worker commits.
+    const snapshots: { big: number[]; behind: number[] }[] = [];
+    const store = {
+      ...app.store,
+      async transaction<T>(work: Parameters<typeof app.store.transaction<T>>[0]): Promise<T> {
+        const result = await app.store.transaction(work);
+        const rows = await entries(app);
+        snapshots.push({
+          big: rows.filter((e) => e.post_id === big.id).map((e) => e.user_id),
+          behind: rows.filter((e) => e.post_id === behind.id).map((e) => e.user_id),
+        });
+        // Between the first and the second chunk the fourth follower leaves: no entry may be written for them.
+        if (snapshots.length === 2) await unfollow(app, fourth, owner);
+        return result;
+      },
+    };
+    const worker = createFanout(store, app.log, { batchSize: 64, chunkSize: 2, sweepMs: 60_000 });
+    onTestFinished(() => worker.close());
+
+    await worker.drain();
+    const ids = (users: TestUser[]) => users.map((u) => u.id);
+    // 1: the small post behind the big one; 2: the big post's first two followers; then a small batch with nothing
+    // to do and the next chunk, until the last chunk, which takes the post off the queue.
+    expect(snapshots[0]).toEqual({ big: [], behind: [first.id] });
+    expect(snapshots[1]).toEqual({ big: ids(followers.slice(0, 2)), behind: [first.id] });
+    for (let i = 1; i < snapshots.length; i++) {
+      expect((snapshots[i]?.big.length ?? 0) - (snapshots[i - 1]?.big.length ?? 0)).toBeLessThanOrEqual(2);
+    }
+    expect(snapshots.at(-1)?.big).toEqual(ids(followers.filter((f) => f !== fourth)));
+    expect(await queued(app)).toEqual([]);
+    const feed = await call(app, 'GET', `/users/${last.id}/feed`, { token: last.token });
+    expect(feed.json<PostJson[]>().map((p) => p.id)).toEqual([big.id]);
+    expect((await call(app, 'GET', `/users/${fourth.id}/feed`, { token: fourth.token })).json()).toEqual([]);
+  });
+
+  it('shows a post being fanned out in chunks in the feed of every follower, written or not yet', async () => {
+    const { app } = await appWithStoppedWorker();
+    const owner = await signUp(app);
+    const followers: TestUser[] = [];
+    for (let i = 0; i < 3; i++) followers.push(await signUp(app));
+    for (const f of followers) await follow(app, f, owner);
+    const big = await publish(app, owner, 'to three followers');
+    let seen = 0;
+    const store = {
+      ...app.store,
+      async transaction<T>(work: Parameters<typeof app.store.transaction<T>>[0]): Promise<T> {
+        const result = await app.store.transaction(work);
+        for (const f of followers) {
+          const feed = await call(app, 'GET', `/users/${f.id}/feed`, { token: f.token });
+          expect(feed.json<PostJson[]>().map((p) => p.id)).toEqual([big.id]);
+          seen++;
+        }
+        return result;
+      },
+    };
+    const worker = createFanout(store, app.log, { chunkSize: 1, sweepMs: 60_000 });
+    onTestFinished(() => worker.close());
+    await worker.drain();
+    expect(seen).toBeGreaterThanOrEqual(3 * 3);
+    expect((await entries(app)).map((e) => e.user_id)).toEqual(followers.map((f) => f.id));
   });
 });

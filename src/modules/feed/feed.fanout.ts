@@ -21,6 +21,11 @@ export interface FanoutOptions {
   /** Posts per transaction. */
   batchSize?: number;
   /**
+   * Followers per transaction. A post whose owner has more followers than this is fanned out in chunks by
+   * ascending follower id, each its own transaction, with the small posts' batches in between (see createFanout).
+   */
+  chunkSize?: number;
+  /**
    * How often the queue is swept even when nothing was scheduled in this process: posts queued by a process that
    * died before draining them (or by another process while this one held the drain) are picked up here.
    */
@@ -38,24 +43,51 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  * never wait for it: a feed page merges the queued posts of the users the reader follows (feed.repository.ts), so
  * a post is in every follower's feed from the moment it is created.
  *
+ * A post of an owner with many followers (more than `chunkSize`) would make one such transaction write an entry
+ * per follower, holding SQLite's write lock (or the owner's row on PostgreSQL) for all of it while every other
+ * writer waits. Those posts are fanned out in chunks of followers instead, each its own transaction, alternating
+ * with batches of the small posts queued behind them, so an ordinary post waits for one chunk, not the whole
+ * fan-out. Read-time merging alone (never writing entries for such owners) was the alternative: it would make
+ * every follower's feed read probe the big owners' posts on each page forever, while chunking costs the same
+ * rows as before and keeps a feed read a range scan (bench/README.md, "A celebrity posts").
+ *
  * Correctness against concurrent follows and unfollows is the same as if fan-out ran inside the create: the
  * owners' user rows are locked (in ascending id order) before the entries are written, and following or
  * unfollowing updates the same row (its follower_count), so each sees the other's committed rows.
  */
 export function createFanout(store: Store, log: FastifyBaseLogger, options: FanoutOptions = {}): Fanout {
   const batchSize = options.batchSize ?? 64;
+  const chunkSize = options.chunkSize ?? 2_000;
   let scheduled = false;
   let closed = false;
   let running: Promise<void> | undefined;
+  /**
+   * Big posts in progress: the last follower id each has been fanned out to. Kept in memory only: a process that
+   * stops mid-way (or another process that takes the drain over) starts that post again from the first follower,
+   * and `do nothing` on the entries already written makes the repeat harmless.
+   */
+  const progress = new Map<number, number>();
 
-  /** One batch; answers how many posts it fanned out (0: the queue is empty, or another process is draining). */
-  const drainBatch = () =>
+  /**
+   * One batch of the oldest queued posts whose owners have at most `chunkSize` followers: their entries and their
+   * removal from the queue in one transaction. Answers how many posts it fanned out, and the oldest big post
+   * it passed over (if any).
+   */
+  const drainSmall = () =>
     store.transaction(async (tx) => {
-      if (!(await tx.tryExclusive(DRAIN_LOCK))) return 0;
-      const batch = await tx.db.selectFrom('fanout_queue').select(['post_id', 'owner_id']).orderBy('post_id').limit(batchSize).execute();
-      if (batch.length === 0) return 0;
-      await tx.lockRows('users', [...new Set(batch.map((b) => b.owner_id))]);
-      const ids = batch.map((b) => b.post_id);
+      if (!(await tx.tryExclusive(DRAIN_LOCK))) return { done: 0, big: undefined };
+      const rows = await tx.db
+        .selectFrom('fanout_queue')
+        .innerJoin('users', 'users.id', 'fanout_queue.owner_id')
+        .select(['fanout_queue.post_id', 'fanout_queue.owner_id', 'users.follower_count'])
+        .orderBy('fanout_queue.post_id')
+        .limit(batchSize)
+        .execute();
+      const small = rows.filter((r) => r.follower_count <= chunkSize);
+      const big = rows.find((r) => r.follower_count > chunkSize);
+      if (small.length === 0) return { done: 0, big };
+      await tx.lockRows('users', [...new Set(small.map((b) => b.owner_id))]);
+      const ids = small.map((b) => b.post_id);
       await tx.db
         .insertInto('feed_entries')
         .columns(['user_id', 'post_id', 'owner_id'])
@@ -69,15 +101,66 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
         .onConflict((oc) => oc.doNothing())
         .execute();
       await tx.db.deleteFrom('fanout_queue').where('post_id', 'in', ids).execute();
-      return batch.length;
+      return { done: small.length, big };
     });
+
+  /**
+   * The next chunk of one big post: the entries of its next `chunkSize` followers (by ascending id, after the last
+   * chunk's), in a transaction of its own, so that no transaction holds the write lock (SQLite) or the owner's
+   * row (PostgreSQL) for longer than one chunk takes. The last chunk also removes the post from the queue; until
+   * then feeds merge it in from the queue, so every follower sees it from the start. Answers 1 when it did work.
+   */
+  const drainChunk = (post: { post_id: number; owner_id: number }) =>
+    store.transaction(async (tx) => {
+      if (!(await tx.tryExclusive(DRAIN_LOCK))) return 0;
+      // Locking the owner orders this chunk with follows and unfollows of the owner (they update the same row):
+      // a follower who unfollowed is not in `follows` any more, and one who follows now gets the post from the
+      // follow's own backfill, whichever chunk their id falls in.
+      await tx.lockRows('users', [post.owner_id]);
+      const after = progress.get(post.post_id) ?? 0;
+      const last = await tx.db
+        .selectFrom('follows')
+        .select('follower_id')
+        .where('followee_id', '=', post.owner_id)
+        .where('follower_id', '>', after)
+        .orderBy('follower_id')
+        .offset(chunkSize - 1)
+        .limit(1)
+        .executeTakeFirst();
+      let chunk = tx.db
+        .selectFrom('fanout_queue')
+        .innerJoin('follows', 'follows.followee_id', 'fanout_queue.owner_id')
+        .select(['follows.follower_id', 'fanout_queue.post_id', 'fanout_queue.owner_id'])
+        .where('fanout_queue.post_id', '=', post.post_id)
+        .where('follows.follower_id', '>', after);
+      if (last) chunk = chunk.where('follows.follower_id', '<=', last.follower_id);
+      // Joined to the queue: a post deleted meanwhile (its queue row goes with it) writes nothing.
+      await tx.db.insertInto('feed_entries').columns(['user_id', 'post_id', 'owner_id']).expression(chunk).onConflict((oc) => oc.doNothing()).execute();
+      if (last) {
+        tx.afterCommit(() => progress.set(post.post_id, last.follower_id));
+      } else {
+        await tx.db.deleteFrom('fanout_queue').where('post_id', '=', post.post_id).execute();
+        tx.afterCommit(() => progress.delete(post.post_id));
+      }
+      return 1;
+    });
+
+  /** One step: a batch of small posts, then one chunk of the oldest big one; answers how much work it did. */
+  async function drainBatch(): Promise<number> {
+    const { done, big } = await drainSmall();
+    if (!big || closed) return done;
+    return done + (await drainChunk(big));
+  }
 
   function run(): Promise<void> {
     running ??= (async () => {
       try {
         // Until the queue is empty: posts queued meanwhile (here or, on PostgreSQL, by other processes that could
         // not drain while this one held the lock) are taken by the next batch.
-        while (!closed && (await drainBatch()) > 0);
+        // Between transactions the loop yields to the event loop: on SQLite every query completes synchronously,
+        // so without a macrotask turn here the whole drain (every chunk of a big post) would run as one chain of
+        // microtasks, and no request could be served until it ended, however small its transactions.
+        while (!closed && (await drainBatch()) > 0) await new Promise((resolve) => setImmediate(resolve));
       } catch (error) {
         // The queue keeps the posts (the batch rolled back) and feeds keep showing them; the sweep retries.
         log.warn({ err: error }, 'feed fan-out failed; the queued posts stay queued and are retried');
