@@ -102,6 +102,9 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
     async close() {
       await readDb.destroy();
       await writeDb.destroy();
+      // Kysely closes a connection only if it ever ran a query; these were opened up front.
+      reader.close();
+      writer.close();
       if (temporary) for (const suffix of ['', '-wal', '-shm']) fs.rmSync(file + suffix, { force: true });
     },
   };

@@ -5,7 +5,7 @@ import { listen, type Listener } from '../../db/pg-notify.js';
 import type { Caller } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import { hashToken } from '../../shared/tokens.js';
-import { createTokensRepository } from '../tokens/tokens.repository.js';
+import { findCallerByTokenHash } from '../../db/hot-statements.js';
 import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent } from './events.js';
 import { redisWakeup, type Wakeup } from './redis-wakeup.js';
 import { StreamHub, type StreamKind, type Subscriber } from './hub.js';
@@ -89,7 +89,6 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
 export default fp(
   async (app) => {
     const config = app.config;
-    const tokens = createTokensRepository(app.store.db);
     const hub = new StreamHub(
       app.store.db,
       app.links,
@@ -99,7 +98,7 @@ export default fp(
         max: config.streamMax,
         authRecheckMs: config.streamAuthRecheckSeconds * 1000,
       },
-      (hash) => tokens.findCaller(hash, new Date().toISOString()),
+      (hash) => findCallerByTokenHash(app.store, hash, new Date().toISOString()),
       app.log,
       app.metrics,
     );

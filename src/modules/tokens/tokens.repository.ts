@@ -1,27 +1,9 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
-import type { Caller } from '../../plugins/auth.js';
 
 /** Bearer tokens, stored only as hashes. Pass a transaction's `db` to use it inside one. */
 export function createTokensRepository(db: Kysely<Database>) {
   return {
-    /**
-     * The caller behind a token hash: the token exists, has not expired, and was minted with the user's current
-     * password (a password change bumps `password_version`, which revokes every token minted before it).
-     */
-    async findCaller(tokenHash: string, now: string): Promise<Caller | undefined> {
-      const row = await db
-        .selectFrom('tokens')
-        .innerJoin('users', (join) =>
-          join.onRef('users.id', '=', 'tokens.user_id').onRef('users.password_version', '=', 'tokens.password_version'),
-        )
-        .select(['tokens.id as tokenId', 'users.id as id', 'users.role as role'])
-        .where('tokens.token_hash', '=', tokenHash)
-        .where('tokens.expires_at', '>', now)
-        .executeTakeFirst();
-      return row;
-    },
-
     insert(values: { userId: number; tokenHash: string; passwordVersion: number; createdAt: string; expiresAt: string }) {
       return db
         .insertInto('tokens')
