@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
 import pg from 'pg';
 import { runLoad, type LoadResult, type LoadTool } from './lib/load.js';
 import { freePort, run, startServer, which, type ServerProcess } from './lib/process.js';
@@ -30,7 +31,8 @@ const HELP = `Usage: npm run bench:streams -- [options]
   --probes N                  author's posts timed in figure 2, one a second (default 20; quick 5)
   --hold S                    seconds the idle streams of figure 1 are held (default 40; quick 5)
   --pairs N                   (without, with) pairs of load runs in figure 3 (default 3; quick 1)
-  --duration S                seconds per load run in figure 3 (default 10; quick 2)
+  --duration S                seconds per load run in figure 3 (default 30, the token re-check period, so that
+                              every run with streams carries one re-check of their 5,000 tokens; quick 2)
   --connections N             load connections in figure 3 (default 50)
   --tool wrk|autocannon       load generator (default: wrk when installed)
   --profile                   write a V8 CPU profile of the server to bench/.work/profiles
@@ -84,7 +86,7 @@ const cfg = {
   probes: int('probes', args.probes, quick ? 5 : 20),
   hold: int('hold', args.hold, quick ? 5 : 40, 0),
   pairs: int('pairs', args.pairs, quick ? 1 : 3),
-  duration: int('duration', args.duration, quick ? 2 : 10),
+  duration: int('duration', args.duration, quick ? 2 : 30),
   warmup: quick ? 1 : 5,
   connections: int('connections', args.connections, 50),
   archivePosts: quick ? 200 : 2_000,
@@ -265,6 +267,33 @@ async function main(): Promise<void> {
       databaseUrl = url.toString();
     }
 
+    const settle = async () => {
+      const until = async (done: () => Promise<boolean>) => {
+        const deadline = Date.now() + 120_000;
+        while (!(await done()) && Date.now() < deadline) await sleep(250);
+      };
+      if (backend === 'sqlite') {
+        const db = new Database(databaseUrl.slice('sqlite:'.length), { readonly: true, fileMustExist: true });
+        try {
+          await until(async () => (db.prepare('SELECT count(*) AS n FROM fanout_queue').get() as { n: number }).n === 0);
+        } finally {
+          db.close();
+        }
+      } else {
+        const c = new pg.Client({ connectionString: databaseUrl });
+        await c.connect();
+        try {
+          const count = async (sql: string) => Number((await c.query<{ n: string }>(sql)).rows[0]?.n ?? 0);
+          await until(async () => (await count('SELECT count(*) AS n FROM fanout_queue')) === 0);
+          await c.query('CHECKPOINT');
+          await until(async () => (await count("SELECT count(*) AS n FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")) === 0);
+        } finally {
+          await c.end();
+        }
+      }
+      await sleep(2000);
+    };
+
     // ---- server ----
     const port = await freePort();
     const profileDir = path.join(root, 'bench/.work/profiles');
@@ -337,6 +366,14 @@ async function main(): Promise<void> {
     log(`  p50 ${ms(fan.fromSend.p50)} ms, p99 ${ms(fan.fromSend.p99)} ms, max ${ms(fan.fromSend.max)} ms over ${fan.samples} deliveries ` +
       `(missed ${fan.missed}, unexpected ${fan.unexpected}); writes ${fan.writes.rate.toFixed(1)}/s; server CPU ${(cpuShare * 100).toFixed(0)}%`);
 
+    // ---- settle: what the write phase set going must not run into the read runs ----
+    // The fan-out worker still writes the feed entries of the posts just made, and on PostgreSQL dirty buffers and
+    // autovacuum follow a burst of writes (see "Slices" above in bench/README.md): wait for all of it.
+    const settleStarted = performance.now();
+    await settle();
+    const settleSeconds = (performance.now() - settleStarted) / 1000;
+    log(`settled in ${settleSeconds.toFixed(1)} s (fan-out queue empty${backend === 'postgres' ? ', CHECKPOINT, no autovacuum worker' : ''})`);
+
     // ---- figure 3: GET /posts/{id} with and without idle streams ----
     const spec = { method: 'GET' as const, path: '/posts/{id}', idMax: seeded.archivePosts };
     const load = (seconds: number) => runLoad(tool, spec, { port, seconds, connections: cfg.connections, pin: pinClient, workDir: work });
@@ -399,6 +436,7 @@ async function main(): Promise<void> {
         quick,
         config: cfg,
         seedSeconds: seeded.seconds,
+        settleSeconds,
         mainBenchOverlap: overlap,
         serverFlags: startFlags(),
       },
@@ -497,6 +535,7 @@ function markdown(f: Figures): string {
     '## 3. Reads beside idle streams',
     '',
     `\`GET /posts/{id}\` (random public post of ${c.archivePosts.toLocaleString('en-US')}, anonymous), ${m.tool as string} with ${c.connections} connections from CPU 1, ` +
+      `after the write phase has settled (${(m.settleSeconds as number).toFixed(1)} s: fan-out queue empty; PostgreSQL: CHECKPOINT, no autovacuum worker), ` +
       `${c.duration} s runs after ${c.warmup} s of warm-up, in pairs taken back to back in alternating order (with, without | without, with | …); ` +
       `the streams are opened (or closed) and the server's count checked 2 s before a run. Ratio: with ÷ without within a pair; median over the pairs.`,
     '',
