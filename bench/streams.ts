@@ -168,6 +168,16 @@ async function openStreams(port: number): Promise<number> {
   return match ? Number(match[1]) : Number.NaN;
 }
 
+/** The server's V8 heap (used, total) and external memory in MB, from its default Prometheus metrics. */
+async function heapOf(port: number): Promise<{ heapUsedMb: number; heapTotalMb: number; externalMb: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const get = (name: string) => {
+    const match = new RegExp(`^corkboard_${name}(?:\\{[^}]*\\})? ([0-9.e+]+)`, 'm').exec(text);
+    return match ? mb(Number(match[1]) / 1048576) : Number.NaN;
+  };
+  return { heapUsedMb: get('nodejs_heap_size_used_bytes'), heapTotalMb: get('nodejs_heap_size_total_bytes'), externalMb: get('nodejs_external_memory_bytes') };
+}
+
 /** Waits until the server reports `n` open streams (closing is noticed asynchronously). */
 async function awaitOpen(port: number, n: number, timeoutMs = 30_000): Promise<number> {
   const deadline = Date.now() + timeoutMs;
@@ -207,6 +217,8 @@ interface Figures {
     rssEndMb: number;
     perStreamKb: number;
     holdSeconds: number;
+    heapBefore: { heapUsedMb: number; heapTotalMb: number; externalMb: number };
+    heapEnd: { heapUsedMb: number; heapTotalMb: number; externalMb: number };
     met: boolean;
   };
   fanout: FanoutResult & { serverCpuShare: number; met: boolean };
@@ -331,6 +343,7 @@ async function main(): Promise<void> {
     // ---- figure 1: idle streams, server RSS ----
     await sleep(2000);
     const rssBefore = srv.rss();
+    const heapBefore = await heapOf(port);
     log(`figure 1: opening ${idleStreams} streams (server RSS before: ${mb(rssBefore)} MB)…`);
     const sampler = srv.sampleRss();
     const openJob: OpenJob = { feeds: { from: 0, count: cfg.subscribers }, anonymous: cfg.anonymous };
@@ -339,6 +352,7 @@ async function main(): Promise<void> {
     log(`  opened ${opened.opened} (failed ${opened.failed}: ${JSON.stringify(opened.statuses)}) in ${opened.seconds.toFixed(1)} s; the server counts ${serverOpen}`);
     await sleep(cfg.hold * 1000);
     const rssEnd = srv.rss();
+    const heapEnd = await heapOf(port);
     const rssPeak = sampler.stop();
     log(`  held ${cfg.hold} s: peak RSS ${mb(rssPeak)} MB, at the end ${mb(rssEnd)} MB`);
     const idle: Figures['idle'] = {
@@ -350,6 +364,8 @@ async function main(): Promise<void> {
       rssEndMb: mb(rssEnd),
       perStreamKb: Math.round(((rssEnd - rssBefore) * 1024) / Math.max(1, serverOpen)),
       holdSeconds: cfg.hold,
+      heapBefore,
+      heapEnd,
       met: serverOpen === idleStreams && opened.failed === 0 && rssPeak <= TARGETS.rssMb,
     };
 
@@ -513,6 +529,9 @@ function markdown(f: Figures): string {
     `Opened ${f.idle.open.opened.toLocaleString('en-US')} in ${f.idle.open.seconds.toFixed(1)} s (100 handshakes in flight; refused: ${f.idle.open.failed}), ` +
       `the server's \`corkboard_streams_open\` said ${f.idle.serverOpen.toLocaleString('en-US')}. RSS (\`VmRSS\` of /proc/<pid>/status, sampled every 200 ms ` +
       `from the first stream opened to the end of the hold): before ${f.idle.rssBeforeMb} MB, peak ${f.idle.rssPeakMb} MB, at the end ${f.idle.rssEndMb} MB. ` +
+      `V8 heap used/total before ${f.idle.heapBefore.heapUsedMb}/${f.idle.heapBefore.heapTotalMb} MB, at the end ` +
+      `${f.idle.heapEnd.heapUsedMb}/${f.idle.heapEnd.heapTotalMb} MB; external memory ${f.idle.heapBefore.externalMb} → ${f.idle.heapEnd.externalMb} MB ` +
+      `(from the server's own /metrics; the rest of RSS is code, native allocations such as the HTTP parsers, and freed memory not yet returned). ` +
       `The hold spans the heartbeat (\`: keep-alive\` every 15 s to every stream) and the token re-check (every 30 s) when it is ≥ 30 s.`,
     '',
     '## 2. Fan-out latency',
