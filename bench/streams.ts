@@ -255,6 +255,22 @@ async function main(): Promise<void> {
   let server: ServerProcess | undefined;
   let client: Client | undefined;
   const cleanups: (() => Promise<void>)[] = [];
+  let tidied: Promise<void> | undefined;
+  // Once, whether the run ends, fails or is interrupted: no server, client or database is left behind.
+  const tidy = () =>
+    (tidied ??= (async () => {
+      clearInterval(watch);
+      await client?.exit();
+      await server?.stop();
+      for (const cleanup of cleanups.reverse()) await cleanup().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
+      fs.rmSync(work, { recursive: true, force: true });
+    })());
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`${signal}: stopping the server and the client, dropping the database`);
+      void tidy().finally(() => process.exit(130));
+    });
+  }
   try {
     // ---- database ----
     let databaseUrl: string;
@@ -472,11 +488,7 @@ async function main(): Promise<void> {
     if (server) process.stderr.write(`server output (last lines):\n${server.output().split('\n').slice(-30).join('\n')}\n`);
     throw error;
   } finally {
-    clearInterval(watch);
-    await client?.exit();
-    await server?.stop();
-    for (const cleanup of cleanups.reverse()) await cleanup().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
-    fs.rmSync(work, { recursive: true, force: true });
+    await tidy();
   }
 }
 
