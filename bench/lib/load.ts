@@ -20,6 +20,11 @@ export interface RequestSpec {
    * at random and uses it in place of `path` and on top of `headers`. `path` is still what the sanity check sends.
    */
   variants?: { path: string; headers: Record<string, string> }[];
+  /**
+   * A header whose value is new on every request (`<run>-<n>`), e.g. an Idempotency-Key for creates that must not
+   * replay. wrk only.
+   */
+  uniqueHeader?: string;
 }
 
 /**
@@ -107,6 +112,19 @@ export function wrkScript(spec: RequestSpec): string {
       'end',
       'request = function()',
       '  return requests[math.random(1, #requests)]',
+      'end',
+    );
+  } else if (spec.uniqueHeader !== undefined) {
+    lines.push(
+      `local path, unique = ${luaString(spec.path)}, ${luaString(spec.uniqueHeader)}`,
+      'math.randomseed(os.time())',
+      'local run, n = tostring(math.random(1, 2147483647)) .. "-" .. tostring(os.time()), 0',
+      'request = function()',
+      '  n = n + 1',
+      '  local h = {}',
+      '  for k, v in pairs(headers) do h[k] = v end',
+      '  h[unique] = run .. "-" .. n',
+      '  return wrk.format(method, path, h, body)',
       'end',
     );
   } else if (spec.path.includes('{id}')) {

@@ -39,6 +39,8 @@ export interface ScenarioContext {
   tokens: Tokens;
   /** Cursor of the deep page of GET /posts: near the oldest end, of the mean size (see run.ts). */
   deepCursor: string;
+  /** A public post that no scenario changes: the 304 revalidation and its 200 twin read it. */
+  onePost?: number;
   /** The many authors (10–100 followers each) and their tokens. */
   manyAuthors: { id: number; token: string }[];
   /** Growth: the second corkboard ('small' target) serves the same users with this many posts. */
@@ -194,6 +196,51 @@ export function scenarios(ctx: ScenarioContext): Scenario[] {
       expect: { status: 201 },
       versus: insert,
     },
+    // CONTRACT §6 (issue 24): a revalidation answered 304 against the same read answered 200, and creates with an
+    // Idempotency-Key (a new one each time, and one key replayed) against the plain create.
+    {
+      key: 'get-post-one',
+      title: 'GET /posts/{id}, one post (the 304 scenario without If-None-Match)',
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/posts/${ctx.onePost ?? 1}` },
+      expect: { status: 200 },
+      versus: 'get-post',
+    },
+    {
+      key: 'get-post-304',
+      title: 'GET /posts/{id} revalidated with If-None-Match: 304',
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/posts/${ctx.onePost ?? 1}`, headers: { 'if-none-match': '*' } },
+      expect: { status: 304 },
+      versus: 'get-post-one',
+    },
+    {
+      key: 'create-post-key',
+      title: 'POST /users/{id}/posts with a new Idempotency-Key each time',
+      target: 'corkboard',
+      spec: {
+        method: 'POST',
+        path: `/users/${ctx.author}/posts`,
+        headers: { ...JSON_BODY, ...bearer(ctx.tokens.author) },
+        body: BODY,
+        uniqueHeader: 'idempotency-key',
+      },
+      expect: { status: 201 },
+      versus: 'create-post',
+    },
+    {
+      key: 'create-post-replay',
+      title: 'POST /users/{id}/posts replayed (the same Idempotency-Key and body)',
+      target: 'corkboard',
+      spec: {
+        method: 'POST',
+        path: `/users/${ctx.author}/posts`,
+        headers: { ...JSON_BODY, ...bearer(ctx.tokens.author), 'idempotency-key': 'bench-replay' },
+        body: BODY,
+      },
+      expect: { status: 201 },
+      versus: 'create-post',
+    },
     {
       key: 'create-post-many',
       title: 'POST /users/{id}/posts by 1,000 authors with 10–100 followers each',
@@ -231,6 +278,11 @@ export function targets(backend: Backend, growthPosts?: number, posts?: number):
     baseline: `baseline-${backend}-insert`,
     min: 0.5,
   });
+  list.push(
+    { title: 'A revalidation answered 304 ≥ 1.0 × the same GET answered 200', scenario: 'get-post-304', baseline: 'get-post-one', min: 1.0 },
+    { title: 'POST with a new Idempotency-Key ≥ 0.80 × the same POST without', scenario: 'create-post-key', baseline: 'create-post', min: 0.8 },
+    { title: 'A replayed POST ≥ 1.5 × the create', scenario: 'create-post-replay', baseline: 'create-post', min: 1.5 },
+  );
   if (growthPosts !== undefined && posts !== undefined) {
     const small = sizeLabel(growthPosts);
     const large = sizeLabel(posts);
