@@ -15,6 +15,7 @@ import { addRatios, evaluate, markdown, mergeSlices, summarise, textTable, type 
 import { RSS_LIMIT_MB, scenarios as allScenarios, targets, type Backend, type Scenario } from './lib/scenarios.js';
 import { INVARIANTS, seedPostgres, seedSqlite, type SeedResult } from './lib/seed.js';
 import { celebrity, mixedTraffic, processCurve, type MixSetup, type SuitesReport } from './lib/suites.js';
+import { int } from './lib/args.js';
 
 /**
  * `npm run bench [-- options]`: builds, seeds a database of the chosen size, starts corkboard and the baselines
@@ -89,13 +90,6 @@ const { values: args } = parseArgs({
 if (args.help) {
   process.stdout.write(`${HELP}\n`);
   process.exit(0);
-}
-
-function int(name: string, raw: string | undefined, fallback: number, min = 1): number {
-  if (raw === undefined) return fallback;
-  const n = Number(raw.replace(/_/g, ''));
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer ≥ ${min}, got "${raw}"`);
-  return n;
 }
 
 const quick = args.quick;

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { runLoad, type LoadResult, type LoadTool } from './lib/load.js';
 import { freePort, run, startServer, which, type ServerProcess } from './lib/process.js';
 import type { FanoutJob, FanoutResult, OpenJob, OpenResult, Percentiles, SeedJob, Seeded } from './lib/stream-client.js';
+import { int } from './lib/args.js';
 
 /**
  * `npm run bench:streams [-- options]`: what thousands of live streams (CONTRACT §7) cost one server process
@@ -65,13 +66,6 @@ const { values: args } = parseArgs({
 if (args.help) {
   process.stdout.write(`${HELP}\n`);
   process.exit(0);
-}
-
-function int(name: string, raw: string | undefined, fallback: number, min = 1): number {
-  if (raw === undefined) return fallback;
-  const n = Number(raw.replace(/_/g, ''));
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer ≥ ${min}, got "${raw}"`);
-  return n;
 }
 
 const quick = args.quick;

@@ -28,7 +28,7 @@ export function createUsersRepository(db: Kysely<Database>) {
     },
 
     findPasswordHash(id: number) {
-      return db.selectFrom('users').select(['password_hash', 'password_version']).where('id', '=', id).executeTakeFirst();
+      return db.selectFrom('users').select('password_hash').where('id', '=', id).executeTakeFirst();
     },
 
     /** Users in id order, `limit + 1` rows after `after` (keyset). */
