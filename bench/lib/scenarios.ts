@@ -75,6 +75,13 @@ export function scenarios(ctx: ScenarioContext): Scenario[] {
   const read = `baseline-${ctx.backend}-read`;
   const insert = `baseline-${ctx.backend}-insert`;
   const randomPost = { path: '/posts/{id}', idMax: ctx.posts };
+  /** The author's create (create-post), which the Idempotency-Key scenarios vary. */
+  const createPost: RequestSpec = {
+    method: 'POST',
+    path: `/users/${ctx.author}/posts`,
+    headers: { ...JSON_BODY, ...bearer(ctx.tokens.author) },
+    body: BODY,
+  };
   const growth: Scenario[] = [];
   if (ctx.growth) {
     const at = sizeLabel(ctx.growth.posts);
@@ -187,12 +194,7 @@ export function scenarios(ctx: ScenarioContext): Scenario[] {
       key: 'create-post',
       title: 'POST /users/{id}/posts (author with 10 followers)',
       target: 'corkboard',
-      spec: {
-        method: 'POST',
-        path: `/users/${ctx.author}/posts`,
-        headers: { ...JSON_BODY, ...bearer(ctx.tokens.author) },
-        body: BODY,
-      },
+      spec: createPost,
       expect: { status: 201 },
       versus: insert,
     },
@@ -218,13 +220,7 @@ export function scenarios(ctx: ScenarioContext): Scenario[] {
       key: 'create-post-key',
       title: 'POST /users/{id}/posts with a new Idempotency-Key each time',
       target: 'corkboard',
-      spec: {
-        method: 'POST',
-        path: `/users/${ctx.author}/posts`,
-        headers: { ...JSON_BODY, ...bearer(ctx.tokens.author) },
-        body: BODY,
-        uniqueHeader: 'idempotency-key',
-      },
+      spec: { ...createPost, uniqueHeader: 'idempotency-key' },
       expect: { status: 201 },
       versus: 'create-post',
     },
@@ -232,12 +228,7 @@ export function scenarios(ctx: ScenarioContext): Scenario[] {
       key: 'create-post-replay',
       title: 'POST /users/{id}/posts replayed (the same Idempotency-Key and body)',
       target: 'corkboard',
-      spec: {
-        method: 'POST',
-        path: `/users/${ctx.author}/posts`,
-        headers: { ...JSON_BODY, ...bearer(ctx.tokens.author), 'idempotency-key': 'bench-replay' },
-        body: BODY,
-      },
+      spec: { ...createPost, headers: { ...createPost.headers, 'idempotency-key': 'bench-replay' } },
       expect: { status: 201 },
       versus: 'create-post',
     },
