@@ -2,7 +2,7 @@ import pg from 'pg';
 import { Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
-import { runHooks, type Store, type StoreOptions, type Tx, type Work } from './store.js';
+import { runHooks, type PlainStatement, type Store, type StoreOptions, type Tx, type Work } from './store.js';
 import type { Database } from './types.js';
 
 // pg returns int8 (ids, COUNT(*)) as strings and timestamptz as Date. Ids are assigned sequentially and stay far
@@ -39,11 +39,19 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
   const pool = newPool(url, options, { max: poolMax, connectionTimeoutMillis: timeoutMs });
   // An idle client that loses its connection emits 'error' on the pool; without a listener that kills the process.
   pool.on('error', () => {});
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: wrapPool(pool, preparedStatements, poolMax) }) });
+  const nameOf = statementNames(preparedStatements);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: wrapPool(pool, nameOf, poolMax) }) });
 
   return {
     dialect: 'postgres',
     db,
+
+    async query<R>(statement: PlainStatement, params: readonly unknown[]) {
+      const text = statement.postgres;
+      // pool.query checks a client out and back in around the one statement; an idle client that died is replaced.
+      const result = await pool.query<pg.QueryResultRow & R>({ name: nameOf(text), text, values: [...params] });
+      return result.rows;
+    },
 
     async transaction<T>(work: Work<T>): Promise<T> {
       for (let attempt = 1; ; attempt++) {
@@ -122,23 +130,14 @@ function pgTx(trx: Kysely<Database>, hooks: (() => void)[]): Tx {
 }
 
 /**
- * The pool as Kysely sees it, for two reasons:
- * - Kysely sends every query unnamed, so PostgreSQL parses and plans it again on each execution. Naming each
- *   distinct SQL text makes node-postgres prepare it once per connection and then only bind and execute it. Not
- *   behind a transaction pooler (`named` false), which may hand the next statement to a connection that never saw
- *   the name.
- * - A connection that dies while checked out (the server terminated it, the network dropped, between two
- *   statements of a transaction) emits 'error' on its client, and pg-pool listens only on idle clients: unheard,
- *   that event kills the process. The error is kept instead; the next query on that client fails with it as the
- *   cause (a 503 whose log names what happened), and pg-pool discards the broken client when it is released.
+ * Kysely sends every query unnamed, so PostgreSQL parses and plans it again on each execution. Naming each distinct
+ * SQL text makes node-postgres prepare it once per connection and then only bind and execute it. Not behind a
+ * transaction pooler (`named` false), which may hand the next statement to a connection that never saw the name.
+ * One namer per pool: a name always stands for the same text on every connection, whoever sends it.
  */
-function wrapPool(pool: pg.Pool, named: boolean, max: number): PostgresPool {
-  const lost = new WeakMap<pg.PoolClient, unknown>();
-  pool.on('connect', (client) => {
-    client.on('error', (error) => lost.set(client, error));
-  });
+function statementNames(named: boolean): (text: string) => string | undefined {
   const names = new Map<string, string>();
-  const nameOf = (text: string): string | undefined => {
+  return (text) => {
     if (!named) return undefined;
     let name = names.get(text);
     if (name === undefined && names.size < MAX_NAMED_STATEMENTS) {
@@ -147,6 +146,20 @@ function wrapPool(pool: pg.Pool, named: boolean, max: number): PostgresPool {
     }
     return name;
   };
+}
+
+/**
+ * The pool as Kysely sees it, with named statements (statementNames) and because:
+ * - A connection that dies while checked out (the server terminated it, the network dropped, between two
+ *   statements of a transaction) emits 'error' on its client, and pg-pool listens only on idle clients: unheard,
+ *   that event kills the process. The error is kept instead; the next query on that client fails with it as the
+ *   cause (a 503 whose log names what happened), and pg-pool discards the broken client when it is released.
+ */
+function wrapPool(pool: pg.Pool, nameOf: (text: string) => string | undefined, max: number): PostgresPool {
+  const lost = new WeakMap<pg.PoolClient, unknown>();
+  pool.on('connect', (client) => {
+    client.on('error', (error) => lost.set(client, error));
+  });
   return {
     async connect(): Promise<PostgresPoolClient> {
       let client: pg.PoolClient;

@@ -6,7 +6,7 @@ import SQLite from 'better-sqlite3';
 import { CompiledQuery, Kysely, SqliteDialect, type SqliteDatabase } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
-import { runHooks, type Store, type StoreOptions, type Tx, type Work } from './store.js';
+import { runHooks, type PlainStatement, type Store, type StoreOptions, type Tx, type Work } from './store.js';
 import type { Database } from './types.js';
 
 const BEGIN_IMMEDIATE = CompiledQuery.raw('begin immediate');
@@ -36,8 +36,9 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   const writer = open(file, 0);
   const reader = open(file, 100);
   reader.pragma('query_only = ON');
+  const readStatements = withStatementCache(reader);
   const writeDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(writer) }) });
-  const readDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(reader) }) });
+  const readDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: readStatements }) });
 
   /** Takes the write lock, retrying while another connection holds it, until the deadline. */
   async function begin(conn: Kysely<Database>, deadline: number): Promise<void> {
@@ -58,6 +59,11 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   return {
     dialect: 'sqlite',
     db: readDb,
+
+    // better-sqlite3 answers synchronously, so this cannot interleave with a query Kysely runs on the same connection.
+    async query<R>(statement: PlainStatement, params: readonly unknown[]) {
+      return readStatements.prepare(statement.sqlite).all(params) as R[];
+    },
 
     async transaction<T>(work: Work<T>): Promise<T> {
       const deadline = Date.now() + timeoutMs;

@@ -6,6 +6,12 @@ export type Dialect = 'sqlite' | 'postgres';
 /** The tables whose rows a transaction may lock (see `Tx.lockRows`). */
 export type LockableTable = 'users' | 'posts' | 'replies' | 'boards';
 
+/** A statement written as plain SQL, one text per dialect (hot-statements.ts), with `?` or `$n` parameters. */
+export interface PlainStatement {
+  readonly sqlite: string;
+  readonly postgres: string;
+}
+
 /** What a unit of work gets inside a transaction. */
 export interface Tx {
   /** Queries inside the transaction (pass it to a repository). */
@@ -44,6 +50,11 @@ export interface Store {
   readonly dialect: Dialect;
   /** Reads outside a transaction. */
   readonly db: Kysely<Database>;
+  /**
+   * Runs a plain-SQL read (hot-statements.ts) on the driver itself, outside any transaction: for the few statements
+   * on every request, where the builder and its connection handling cost more than the database's answer.
+   */
+  query<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]>;
   /** Runs `work` in a transaction and answers what it answered, once committed; then runs its after-commit hooks. */
   transaction<T>(work: Work<T>): Promise<T>;
   /** Brings the schema up to date over a connection of its own (PostgreSQL: DATABASE_DIRECT_URL). */
