@@ -83,6 +83,7 @@ async function main(argv: string[]): Promise<number> {
     directUrl: config.databaseDirectUrl,
     preparedStatements: config.pgPreparedStatements,
     statementTimeoutMs: config.dbStatementTimeoutMs,
+    groupCommit: config.sqliteGroupCommit,
   });
   try {
     if (command === 'migrate') {

@@ -137,6 +137,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       directUrl: config.databaseDirectUrl,
       preparedStatements: config.pgPreparedStatements,
       statementTimeoutMs: config.dbStatementTimeoutMs,
+      groupCommit: config.sqliteGroupCommit,
       onHookError: (error) => app.log.error({ err: error }, 'an after-commit hook failed'),
     });
   await app.register(databasePlugin, { store, migrate: options.migrate ?? true });

@@ -113,3 +113,19 @@ describe('loadConfig IDEMPOTENCY_TTL_SECONDS', () => {
     expect(() => loadConfig({ IDEMPOTENCY_TTL_SECONDS: value })).toThrow(/^IDEMPOTENCY_TTL_SECONDS: /);
   });
 });
+
+describe('loadConfig SQLITE_GROUP_COMMIT', () => {
+  it.each([
+    [undefined, true],
+    ['on', true],
+    ['off', false],
+    ['OFF', false],
+    ['false', false],
+  ])('SQLITE_GROUP_COMMIT=%s is %s', (value, expected) => {
+    expect(loadConfig({ SQLITE_GROUP_COMMIT: value }).sqliteGroupCommit).toBe(expected);
+  });
+
+  it.each(['sometimes', '2'])('rejects SQLITE_GROUP_COMMIT=%s, naming it', (value) => {
+    expect(() => loadConfig({ SQLITE_GROUP_COMMIT: value })).toThrow(/^SQLITE_GROUP_COMMIT: /);
+  });
+});

@@ -16,6 +16,8 @@ export const ConfigSchema = Type.Object({
   databaseDirectUrl: Type.Optional(Type.String({ pattern: '^postgres(ql)?://.+$' })),
   /** PostgreSQL: name statements so each is prepared once per connection; off behind a transaction pooler. */
   pgPreparedStatements: Type.Boolean(),
+  /** SQLite: the write transactions queued together share one COMMIT, each in a savepoint (group commit). */
+  sqliteGroupCommit: Type.Boolean(),
   /** Longest a statement may run or wait for a lock (a 503 with Retry-After for the client). */
   dbStatementTimeoutMs: Type.Integer({ minimum: 100, maximum: 600_000 }),
   /**
@@ -149,6 +151,7 @@ const VARIABLES: Record<string, string> = {
   '/databaseUrl': 'DATABASE_URL',
   '/databaseDirectUrl': 'DATABASE_DIRECT_URL',
   '/pgPreparedStatements': 'PG_PREPARED_STATEMENTS',
+  '/sqliteGroupCommit': 'SQLITE_GROUP_COMMIT',
   '/dbStatementTimeoutMs': 'DB_STATEMENT_TIMEOUT_MS',
   '/publicUrl': 'PUBLIC_URL',
   '/adminUsername': 'ADMIN_USERNAME',
@@ -188,6 +191,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     databaseUrl: env.DATABASE_URL || 'sqlite:data/corkboard.db',
     databaseDirectUrl: env.DATABASE_DIRECT_URL || undefined,
     pgPreparedStatements: flag(env, 'PG_PREPARED_STATEMENTS', true),
+    sqliteGroupCommit: flag(env, 'SQLITE_GROUP_COMMIT', true),
     dbStatementTimeoutMs: integer(env, 'DB_STATEMENT_TIMEOUT_MS', 5000),
     publicUrl: (env.PUBLIC_URL || `http://localhost:${port}`).replace(/\/+$/, ''),
     adminUsername,

@@ -12,6 +12,16 @@ import type { Database } from './types.js';
 const BEGIN_IMMEDIATE = CompiledQuery.raw('begin immediate');
 const COMMIT = CompiledQuery.raw('commit');
 const ROLLBACK = CompiledQuery.raw('rollback');
+// One name serves every unit: a unit's savepoint is released before the next unit's is taken, so they never nest.
+const SAVEPOINT_UNIT = CompiledQuery.raw('savepoint unit');
+const RELEASE_UNIT = CompiledQuery.raw('release unit');
+const ROLLBACK_TO_UNIT = CompiledQuery.raw('rollback to unit');
+
+/**
+ * Units of work one transaction holds at most with group commit on. A longer queue is committed in several
+ * transactions: the callers of a batch hear back only after its COMMIT, so a bounded batch bounds their wait.
+ */
+export const MAX_UNITS_PER_TRANSACTION = 64;
 
 /** Prepared statements kept per connection: a process runs a small set of SQL texts (values are parameters). */
 const STATEMENT_CACHE_SIZE = 500;
@@ -25,6 +35,24 @@ const STATEMENT_CACHE_SIZE = 500;
  *   process holds the lock; instead the write connection has none and the lock is retried with timers until
  *   `statementTimeoutMs`, after which the request gets a 503.
  * `sqlite::memory:` is served from a temporary file (deleted on close), so that it behaves like any other.
+ *
+ * Group commit (`groupCommit`, on by default): a COMMIT appends every page the transaction changed to the WAL and
+ * is most of what a small write costs, and consecutive writes change mostly the same pages (a table's last leaf,
+ * its indexes, a counter row). So the units of work queued together run one after another in one transaction,
+ * each inside a savepoint of its own, and share its COMMIT:
+ * - each unit sees the writes of the units before it, as serial transactions would; none is ever run twice;
+ * - a unit that throws is rolled back to its savepoint alone: its writes and its after-commit hooks are dropped,
+ *   and the units before and after it commit;
+ * - every caller hears back only after the COMMIT, when the read connection has begun to see the batch's writes;
+ *   hooks run first, in commit order. So does a caller whose unit threw: it may have failed on an earlier unit's
+ *   write (a unique key taken), which must be committed, and readable, before its caller acts on that;
+ * - if the transaction fails as a whole (its COMMIT fails, or SQLite ends it by itself on a full disk or an I/O
+ *   error), nothing of it stays and every caller of the batch gets that error.
+ * A batch starts on the `setImmediate` after the first unit is queued, so every request whose unit was queued in
+ * that turn of the event loop joins it: better-sqlite3 is synchronous, and a batch started at once would be over
+ * before the next request is read. COMMIT checks no constraint: the schema has no deferred foreign keys, so a
+ * unit's constraint failures are its own statement's errors (a deferred one would fail every unit of its batch).
+ * Off: one unit per transaction, started at once.
  */
 export function createSqliteStore(location: string, options: StoreOptions = {}): Store {
   const temporary = location === ':memory:';
@@ -34,6 +62,10 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   const onHookError = options.onHookError ?? (() => {});
 
   const writer = open(file, 0);
+  // A savepoint keeps the original of every page its unit changes in a statement journal, which SQLite moves to a
+  // temporary file once it outgrows a small buffer (a large unit, e.g. a fan-out chunk) and then writes for every
+  // later unit of the batch; in memory it stays a copy, emptied whenever a unit's savepoint is released.
+  writer.pragma('temp_store = MEMORY');
   const reader = open(file, 100);
   reader.pragma('query_only = ON');
   const readStatements = withStatementCache(reader);
@@ -56,6 +88,82 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
     }
   }
 
+  const maxUnits = (options.groupCommit ?? true) ? MAX_UNITS_PER_TRANSACTION : 1;
+  const queue: QueuedUnit[] = [];
+  // True from the first queued unit until the queue is empty again: one batch at a time holds the write connection.
+  let running = false;
+
+  async function drain(): Promise<void> {
+    while (queue.length > 0) await runBatch(queue.shift() as QueuedUnit);
+    running = false;
+  }
+
+  /**
+   * One transaction: `first`, then the units queued behind it up to `maxUnits`, each in its savepoint. Settles every
+   * unit it takes and never throws: a throw would stop `drain` and leave the queue waiting forever.
+   */
+  async function runBatch(first: QueuedUnit): Promise<void> {
+    try {
+      await writeDb.connection().execute(async (conn) => {
+        try {
+          // The first unit's deadline: the others queued get their own turn, as they would one by one.
+          await begin(conn, first.deadline);
+        } catch (error) {
+          first.reject(error);
+          return;
+        }
+        const taken: QueuedUnit[] = [];
+        const outcomes: Outcome[] = [];
+        try {
+          for (let unit: QueuedUnit | undefined = first; unit !== undefined; ) {
+            taken.push(unit);
+            outcomes.push(await runUnit(conn, unit.work));
+            unit = taken.length < maxUnits ? queue.shift() : undefined;
+          }
+          await conn.executeQuery(COMMIT);
+        } catch (error) {
+          // Nothing of the batch stays. The error that ended it is what every caller and the log must see, never
+          // the failed ROLLBACK's "no transaction is active".
+          if (writer.inTransaction) await conn.executeQuery(ROLLBACK).catch(() => {});
+          for (const unit of taken) unit.reject(error);
+          return;
+        }
+        taken.forEach((unit, i) => {
+          const outcome = outcomes[i] as Outcome;
+          if (outcome.ok) {
+            runHooks(outcome.hooks, onHookError);
+            unit.resolve(outcome.value);
+          } else {
+            unit.reject(outcome.error);
+          }
+        });
+      });
+    } catch (error) {
+      // No connection (the store was closed): no statement ran.
+      first.reject(error);
+    }
+  }
+
+  /** Runs one unit in a savepoint of its own; throws only when the whole transaction is lost. */
+  async function runUnit(conn: Kysely<Database>, work: Work<unknown>): Promise<Outcome> {
+    const hooks: (() => void)[] = [];
+    await conn.executeQuery(SAVEPOINT_UNIT);
+    try {
+      const value = await work(sqliteTx(conn, hooks));
+      // The unit caught the error under which SQLite ended the transaction; without this the callers would hear
+      // only that the savepoint is gone.
+      if (!writer.inTransaction) throw new Error('SQLite ended the transaction during this unit of work');
+      await conn.executeQuery(RELEASE_UNIT);
+      return { ok: true, value, hooks };
+    } catch (error) {
+      // SQLite ends the transaction by itself on some errors (a full disk, an I/O error): the batch is lost.
+      if (!writer.inTransaction) throw error;
+      await conn.executeQuery(ROLLBACK_TO_UNIT);
+      await conn.executeQuery(RELEASE_UNIT);
+      return { ok: false, error };
+    }
+  }
+
   return {
     dialect: 'sqlite',
     db: readDb,
@@ -65,31 +173,14 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
       return readStatements.prepare(statement.sqlite).all(params) as R[];
     },
 
-    async transaction<T>(work: Work<T>): Promise<T> {
-      const deadline = Date.now() + timeoutMs;
-      const hooks: (() => void)[] = [];
-      // `connection()` holds the write connection for the whole unit: one transaction at a time, in arrival order.
-      const value = await writeDb.connection().execute(async (conn) => {
-        await begin(conn, deadline);
-        try {
-          const result = await work(sqliteTx(conn, hooks));
-          await conn.executeQuery(COMMIT);
-          return result;
-        } catch (error) {
-          // SQLite ends the transaction by itself on some errors (a full disk, an I/O error); the original error
-          // is what the caller and the log must see, never the failed ROLLBACK's "no transaction is active".
-          if (writer.inTransaction) {
-            try {
-              await conn.executeQuery(ROLLBACK);
-            } catch {
-              // the connection is closed or broken: the original error says why
-            }
-          }
-          throw error;
-        }
+    transaction<T>(work: Work<T>): Promise<T> {
+      return new Promise<T>((resolve, reject) => {
+        queue.push({ work, deadline: Date.now() + timeoutMs, resolve: resolve as (value: unknown) => void, reject });
+        if (running) return;
+        running = true;
+        if (maxUnits > 1) setImmediate(() => void drain());
+        else void drain();
       });
-      runHooks(hooks, onHookError);
-      return value;
     },
 
     async migrate() {
@@ -115,6 +206,17 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
     },
   };
 }
+
+interface QueuedUnit {
+  work: Work<unknown>;
+  /** Until when `BEGIN IMMEDIATE` is retried for it (DB_STATEMENT_TIMEOUT_MS after it was queued). */
+  deadline: number;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/** How a unit ended in its savepoint; its caller hears it once the batch's COMMIT has succeeded. */
+type Outcome = { ok: true; value: unknown; hooks: (() => void)[] } | { ok: false; error: unknown };
 
 function sqliteTx(conn: Kysely<Database>, hooks: (() => void)[]): Tx {
   return {

@@ -12,15 +12,20 @@ export interface PlainStatement {
   readonly postgres: string;
 }
 
-/** What a unit of work gets inside a transaction. */
+/**
+ * What a unit of work gets inside a transaction. On SQLite with group commit, "the transaction" is the unit's
+ * savepoint inside a batch's transaction: its reads see the writes of the units before it in the batch (serial
+ * order), its writes are undone alone if it throws, and "committed" means the batch's COMMIT succeeded.
+ */
 export interface Tx {
   /** Queries inside the transaction (pass it to a repository). */
   readonly db: Kysely<Database>;
   readonly dialect: Dialect;
   /**
    * Runs `hook` once the transaction has committed: fan-out scheduling, stream events, anything that must not
-   * happen for a write that rolls back. Hooks of an attempt that rolled back (or was retried) never run. A hook
-   * that throws is logged; the commit stands.
+   * happen for a write that rolls back. Hooks of an attempt that rolled back (or was retried, or whose unit threw
+   * inside a batch) never run; hooks run in commit order, before the caller hears back. A hook that throws is
+   * logged; the commit stands.
    */
   afterCommit(hook: () => void): void;
   /**
@@ -38,7 +43,9 @@ export interface Tx {
 
 /**
  * A unit of work. It may run more than once (PostgreSQL retries a transaction it aborted to break a deadlock or a
- * serialization conflict), so it changes nothing outside the database except through `tx.afterCommit`.
+ * serialization conflict), so it changes nothing outside the database except through `tx.afterCommit`. SQLite
+ * never runs a unit twice. A unit must not call `store.transaction` and wait for it: on SQLite the inner unit is
+ * queued behind the outer one, which would wait for ever; work that belongs together goes on `tx`.
  */
 export type Work<T> = (tx: Tx) => Promise<T>;
 
@@ -55,7 +62,11 @@ export interface Store {
    * on every request, where the builder and its connection handling cost more than the database's answer.
    */
   query<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]>;
-  /** Runs `work` in a transaction and answers what it answered, once committed; then runs its after-commit hooks. */
+  /**
+   * Runs `work` in a transaction and answers what it answered once committed, after its after-commit hooks have
+   * run; reads through `db` see its writes from then on, not before. If `work` throws, its writes are undone and the
+   * call rejects with that error (on SQLite once its batch is over: with the batch's error if that failed too).
+   */
   transaction<T>(work: Work<T>): Promise<T>;
   /** Brings the schema up to date over a connection of its own (PostgreSQL: DATABASE_DIRECT_URL). */
   migrate(): Promise<string[]>;
@@ -75,6 +86,8 @@ export interface StoreOptions {
   directUrl?: string;
   /** Longest a statement may run or wait for a lock before it is cancelled (a 503 for the client). */
   statementTimeoutMs?: number;
+  /** SQLite: units of work queued together share one transaction and its COMMIT (group commit); default on. */
+  groupCommit?: boolean;
   /** Where failures of after-commit hooks are reported. */
   onHookError?: (error: unknown) => void;
 }

@@ -12,6 +12,7 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     host: '127.0.0.1',
     databaseUrl: 'sqlite::memory:',
     pgPreparedStatements: true,
+    sqliteGroupCommit: true,
     dbStatementTimeoutMs: 5000,
     publicUrl: PUBLIC_URL,
     rateLimit: { enabled: false, max: 1000, authMax: 1000, windowMs: 60_000 },

@@ -1,0 +1,172 @@
+import { sql, type Kysely } from 'kysely';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { backend } from '../../test/helpers/database.js';
+import { createSqliteStore, MAX_UNITS_PER_TRANSACTION } from './sqlite-store.js';
+import type { Store, Tx } from './store.js';
+import type { Database } from './types.js';
+
+/**
+ * Group commit on SQLite: units of work queued together run in one transaction, each in a savepoint, and share its
+ * COMMIT. Whether two units shared a COMMIT shows on the read connection (`store.db`), which sees a unit's writes
+ * only once the transaction holding them has committed.
+ */
+
+async function openStore(groupCommit: boolean): Promise<Store> {
+  const store = createSqliteStore(':memory:', { groupCommit });
+  onTestFinished(() => store.close());
+  await store.transaction(async ({ db }) => {
+    await sql`create table items (id integer primary key, label text not null unique)`.execute(db);
+  });
+  return store;
+}
+
+const insert = (db: Kysely<Database>, label: string) => sql`insert into items (label) values (${label})`.execute(db);
+
+async function labels(db: Kysely<Database>): Promise<string[]> {
+  const { rows } = await sql<{ label: string }>`select label from items order by id`.execute(db);
+  return rows.map((r) => r.label);
+}
+
+/** A unit that inserts `label` and notes what the read connection and its own transaction see at that point. */
+function inserting(store: Store, label: string, hookLog?: string[]) {
+  return async (tx: Tx) => {
+    await insert(tx.db, label);
+    if (hookLog) tx.afterCommit(() => hookLog.push(label));
+    return { label, committedBefore: (await labels(store.db)).length, seenInside: (await labels(tx.db)).length };
+  };
+}
+
+describe.skipIf(backend !== 'sqlite')('SqliteStore group commit', () => {
+  it('runs units queued together in one transaction, in order, each seeing the ones before it, answering each caller its own value', async () => {
+    const store = await openStore(true);
+    const results = await Promise.all(['a', 'b', 'c'].map((label) => store.transaction(inserting(store, label))));
+    expect(results).toEqual([
+      { label: 'a', committedBefore: 0, seenInside: 1 },
+      { label: 'b', committedBefore: 0, seenInside: 2 },
+      { label: 'c', committedBefore: 0, seenInside: 3 },
+    ]);
+    expect(await labels(store.db)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('answers a caller only after the COMMIT: the read connection then sees the whole batch', async () => {
+    const store = await openStore(true);
+    const seenByFirstCaller = store.transaction(inserting(store, 'a')).then(() => labels(store.db));
+    await Promise.all([store.transaction(inserting(store, 'b')), store.transaction(inserting(store, 'c'))]);
+    expect(await seenByFirstCaller).toEqual(['a', 'b', 'c']);
+  });
+
+  it('rolls back only the unit that throws; its hooks never run, the others commit and their hooks run in order', async () => {
+    const store = await openStore(true);
+    const hookLog: string[] = [];
+    const heard: string[] = [];
+    const failure = new Error('b fails');
+    const a = store.transaction(inserting(store, 'a', hookLog));
+    const b = store.transaction(async (tx) => {
+      await insert(tx.db, 'b');
+      tx.afterCommit(() => hookLog.push('b'));
+      throw failure;
+    });
+    // A statement error: its own statement is undone by SQLite, the unit's earlier insert by the savepoint.
+    const duplicate = store.transaction(async (tx) => {
+      await insert(tx.db, 'd');
+      tx.afterCommit(() => hookLog.push('d'));
+      await insert(tx.db, 'a');
+    });
+    const c = store.transaction(inserting(store, 'c', hookLog));
+    const bHeard = b.catch(async (error: unknown) => {
+      heard.push(`b: ${(await labels(store.db)).join()} ${hookLog.join()}`);
+      return error;
+    });
+
+    expect(await bHeard).toBe(failure);
+    await expect(duplicate).rejects.toMatchObject({ code: 'SQLITE_CONSTRAINT_UNIQUE' });
+    expect(await a).toEqual({ label: 'a', committedBefore: 0, seenInside: 1 });
+    // b's and d's writes are gone, so c sees a and itself.
+    expect(await c).toEqual({ label: 'c', committedBefore: 0, seenInside: 2 });
+    expect(await labels(store.db)).toEqual(['a', 'c']);
+    expect(hookLog).toEqual(['a', 'c']);
+    // The failed unit hears back after the COMMIT too, like a serial transaction after the ones before it.
+    expect(heard).toEqual(['b: a,c a,c']);
+  });
+
+  it(`commits at most ${MAX_UNITS_PER_TRANSACTION} units together; the queue behind them goes into the next transaction`, async () => {
+    const store = await openStore(true);
+    const count = MAX_UNITS_PER_TRANSACTION + 6;
+    const results = await Promise.all(Array.from({ length: count }, (_, i) => store.transaction(inserting(store, `u${i}`))));
+    expect(MAX_UNITS_PER_TRANSACTION).toBe(64);
+    expect(results.map((r) => r.committedBefore)).toEqual([...Array<number>(64).fill(0), ...Array<number>(6).fill(64)]);
+    expect(results.map((r) => r.seenInside)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
+    expect(await labels(store.db)).toHaveLength(count);
+  });
+
+  it('a failed COMMIT (a deferred foreign key) rejects every unit of the batch, runs no hook and keeps no write', async () => {
+    const store = await openStore(true);
+    await store.transaction(async ({ db }) => {
+      await sql`create table parents (id integer primary key)`.execute(db);
+      await sql`create table children (parent_id integer references parents (id) deferrable initially deferred)`.execute(db);
+    });
+    const hookLog: string[] = [];
+    const units = [
+      store.transaction(inserting(store, 'a', hookLog)),
+      // Passes its statement; the foreign key is checked only at COMMIT.
+      store.transaction(async (tx) => {
+        await sql`insert into children (parent_id) values (42)`.execute(tx.db);
+        tx.afterCommit(() => hookLog.push('orphan'));
+      }),
+      store.transaction(inserting(store, 'c', hookLog)),
+    ];
+    const outcomes = await Promise.allSettled(units);
+    expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    for (const outcome of outcomes) expect((outcome as PromiseRejectedResult).reason).toMatchObject({ code: 'SQLITE_CONSTRAINT_FOREIGNKEY' });
+    expect(hookLog).toEqual([]);
+    expect(await labels(store.db)).toEqual([]);
+    // The write connection is usable again.
+    await store.transaction(inserting(store, 'after'));
+    expect(await labels(store.db)).toEqual(['after']);
+  });
+
+  it('SQLite ending the transaction itself under a unit fails the batch so far with that error; units not yet taken run next', async () => {
+    const store = await openStore(true);
+    await store.transaction(async ({ db }) => {
+      await sql`create trigger items_abort before insert on items when new.label like 'abort%' begin select raise(rollback, 'aborted'); end`.execute(db);
+    });
+    const hookLog: string[] = [];
+    const a = store.transaction(inserting(store, 'a', hookLog));
+    const aborting = store.transaction(inserting(store, 'abort', hookLog));
+    const c = store.transaction(inserting(store, 'c', hookLog));
+    await expect(a).rejects.toMatchObject({ code: 'SQLITE_CONSTRAINT_TRIGGER', message: 'aborted' });
+    await expect(aborting).rejects.toMatchObject({ code: 'SQLITE_CONSTRAINT_TRIGGER', message: 'aborted' });
+    expect(await c).toEqual({ label: 'c', committedBefore: 0, seenInside: 1 });
+    expect(await labels(store.db)).toEqual(['c']);
+    expect(hookLog).toEqual(['c']);
+
+    // A unit that catches that error and carries on still fails its batch, with an error that says what happened.
+    const d = store.transaction(inserting(store, 'd', hookLog));
+    const swallowing = store.transaction(async (tx) => {
+      await insert(tx.db, 'abort again').catch(() => {});
+    });
+    await expect(d).rejects.toThrow('SQLite ended the transaction during this unit of work');
+    await expect(swallowing).rejects.toThrow('SQLite ended the transaction during this unit of work');
+    expect(await labels(store.db)).toEqual(['c']);
+    expect(hookLog).toEqual(['c']);
+  });
+
+  it('with group commit off, every unit commits alone', async () => {
+    const store = await openStore(false);
+    const hookLog: string[] = [];
+    const results = await Promise.allSettled([
+      store.transaction(inserting(store, 'a', hookLog)),
+      store.transaction(async (tx) => {
+        await insert(tx.db, 'b');
+        throw new Error('b fails');
+      }),
+      store.transaction(inserting(store, 'c', hookLog)),
+    ]);
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : 'rejected'))).toEqual([
+      { label: 'a', committedBefore: 0, seenInside: 1 },
+      'rejected',
+      { label: 'c', committedBefore: 1, seenInside: 2 },
+    ]);
+    expect(hookLog).toEqual(['a', 'c']);
+  });
+});
