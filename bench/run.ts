@@ -38,6 +38,7 @@ const HELP = `Usage: npm run bench -- [options]
   --quick                     smoke run: 2000 users, 20000 posts, 1 s runs (under a minute)
   --scenarios a,b,...         only these scenario keys (their baselines are added)
   --tool wrk|autocannon       load generator (default: wrk when installed)
+  --env NAME=value            a setting for every corkboard process (repeatable), e.g. SQLITE_GROUP_COMMIT=off
   --profile                   write a V8 CPU profile of corkboard to bench/.work/profiles
   --pg-url URL                PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres)
   --out DIR                   results directory (default bench/results; bench/.work/results with --quick)
@@ -84,6 +85,7 @@ const { values: args } = parseArgs({
     'growth-posts': { type: 'string' },
     'suite-seconds': { type: 'string' },
     'suite-rounds': { type: 'string' },
+    env: { type: 'string', multiple: true },
     help: { type: 'boolean', default: false },
   },
 });
@@ -93,6 +95,13 @@ if (args.help) {
 }
 
 const quick = args.quick;
+/** `--env NAME=value`: settings for every corkboard process, e.g. `--env SQLITE_GROUP_COMMIT=off` to measure a switch. */
+const serverEnv: Record<string, string> = {};
+for (const pair of args.env ?? []) {
+  const eq = pair.indexOf('=');
+  if (eq < 1) throw new Error(`--env takes NAME=value, not ${pair}`);
+  serverEnv[pair.slice(0, eq)] = pair.slice(eq + 1);
+}
 if (args.backend !== 'sqlite' && args.backend !== 'postgres') throw new Error('--backend must be sqlite or postgres');
 const backend: Backend = args.backend;
 const sizes = {
@@ -332,7 +341,7 @@ async function main(): Promise<void> {
     const corkboard = await startServer({
       name: 'corkboard',
       command: [...under, node, ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...nodeArgs],
-      env: { DATABASE_URL: corkboardUrl, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1', ...underEnv },
+      env: { DATABASE_URL: corkboardUrl, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1', ...serverEnv, ...underEnv },
       port: await freePort(),
       pin: pinServer,
       readyPath: '/health',
@@ -360,7 +369,7 @@ async function main(): Promise<void> {
       ? await startServer({
           name: 'corkboard-small',
           command: [node, ...nodeArgs],
-          env: { DATABASE_URL: small.url, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1' },
+          env: { DATABASE_URL: small.url, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1', ...serverEnv },
           port: await freePort(),
           pin: pinServer,
           readyPath: '/health',
@@ -543,7 +552,7 @@ async function main(): Promise<void> {
         const second = await startServer({
           name: 'corkboard-2',
           command: [node, ...nodeArgs],
-          env: { DATABASE_URL: corkboardUrl, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1' },
+          env: { DATABASE_URL: corkboardUrl, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', HOST: '127.0.0.1', ...serverEnv },
           port: await freePort(),
           pin: pinServer,
           readyPath: '/health',
@@ -626,6 +635,7 @@ async function main(): Promise<void> {
         warmup,
         connections,
         quick,
+        serverEnv,
         idleRssMb: Object.fromEntries(servers.map((s) => [s.name, Math.round(s.rss())])),
       },
       seeding,

@@ -166,6 +166,7 @@ export function markdown(report: Report): string {
       `${fmt(Number(m.boards))} boards; seeded in ${fmt(report.seeding.seconds, 1)} s. ` +
       `Load: ${String(m.loadTool)}, ${String(m.connections)} connections, ${String(m.runs)} × ${String(m.duration)} s per scenario ` +
       `${Number(m.slices ?? 1) > 1 ? `(each round in ${String(m.slices)} interleaved slices) ` : ''}after ${String(m.warmup)} s warm-up; medians. Server pinned to CPU ${String(m.serverCpu)}, load generator to CPU ${String(m.loadCpu)}. ` +
+      (m.serverEnv && Object.keys(m.serverEnv).length ? `Corkboard's settings: ${Object.entries(m.serverEnv as Record<string, string>).map(([k, v]) => `${k}=${v}`).join(', ')}. ` : '') +
       `${String(m.cpuModel)}, ${String(m.cpus)} CPUs, Node ${String(m.node)}, commit ${String(m.commit)}.`,
     '',
     '| scenario | req/s | p50 ms | p99 ms | ratio | vs | CPU µs/req | busy | disk KB/req | RSS MB | errors |',
