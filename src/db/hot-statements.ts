@@ -44,3 +44,97 @@ export async function findCallerByTokenHash(
   const rows = await store.query<{ tokenId: number; id: number; role: Role }>(CALLER_BY_TOKEN_HASH, [tokenHash, now]);
   return rows[0];
 }
+
+/**
+ * `visibleTo` (src/shared/visibility.ts) for a signed-in member, written out over `posts`: the same three
+ * alternatives in the same order (a public post; their own; a followers-only post whose owner they follow, the
+ * same correlated lookup in `follows`). Both `?` take the member's id. For an admin `visibleTo` is no condition
+ * (`1 = 1`), so the statement leaves the predicate out.
+ */
+const VISIBLE_TO_MEMBER =
+  "(posts.visibility = 'public' or posts.owner_id = ? or " +
+  "(posts.visibility = 'followers' and exists " +
+  '(select follows.follower_id from follows where follows.followee_id = posts.owner_id and follows.follower_id = ?)))';
+
+/** The post columns but `id`, which each branch of the feed page takes from its own table (see feedPageStatement). */
+const POST_FIELDS_SQL =
+  'posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, ' +
+  'posts.created_at, posts.updated_at';
+
+/**
+ * The feed page, one statement: the owner's written entries (a range of the `(user_id, post_id)` primary key
+ * walked backwards, each joined to its post by primary key) merged with the posts still in the fan-out queue by
+ * users the owner follows, newest first. Both engines merge the two ordered branches and stop after `limit + 1`
+ * rows, so neither sorts and neither reads past the page (feed.test.ts pins SQLite's plan; PostgreSQL's was read with
+ * EXPLAIN ANALYZE on a populated database, which a test's empty one cannot stand in for).
+ * - A post can be in the queue and in the owner's entries at once (a big post is fanned out in chunks; a follow
+ *   writes the followee's recent posts), so the queued branch skips posts the owner already has an entry for:
+ *   each post appears once, and the statement sees one snapshot, so a post the worker moves meanwhile is in one
+ *   branch or the other, never in neither.
+ * - Each branch selects the post id from the table it walks, which is what lets SQLite see that the branch comes
+ *   out in `ORDER BY id` order (it is the same value as `posts.id`).
+ * - The cursor is stated on `posts.id` too: for an admin's feed (no filter on posts) PostgreSQL may join by merging
+ *   with a backwards walk of posts' primary key, which then starts at the cursor instead of the newest post.
+ * - PostgreSQL plans each branch of a UNION ALL of joins on its own, without the outer ORDER BY and LIMIT, and then
+ *   reads every entry of the feed and sorts them; each branch there carries its own ORDER BY and LIMIT, which makes
+ *   both walk their primary keys backwards and stop. SQLite cannot take that form (it would sort each branch), and
+ *   needs none: its merge pulls rows from the two branches only as the outer LIMIT asks for them.
+ * - The queued branch tests the visibility OR with `IS TRUE`, as listQuery in posts.repository.ts does: left bare,
+ *   SQLite would answer the OR with a MULTI-INDEX OR over all of `posts`.
+ * - The limit is a literal, like `pageLimit` (src/shared/pagination.ts) writes it, for the same reason: SQLite plans
+ *   an ordered join with the LIMIT's value and would re-prepare a statement whose LIMIT is bound.
+ * The positional parameters are listed by `feedPageQuery`; PostgreSQL's text numbers the same `?`s in order.
+ */
+function feedPageStatement(role: Role, limit: number): PlainStatement {
+  const visible = role === 'admin' ? '' : ` and ${VISIBLE_TO_MEMBER}`;
+  const visibleQueued = role === 'admin' ? '' : ` and ${VISIBLE_TO_MEMBER} is true`;
+  const written =
+    `select feed_entries.post_id as id, ${POST_FIELDS_SQL} from feed_entries ` +
+    'inner join posts on posts.id = feed_entries.post_id ' +
+    `where feed_entries.user_id = ? and feed_entries.post_id < ? and posts.id < ?${visible}`;
+  const queued =
+    `select fanout_queue.post_id as id, ${POST_FIELDS_SQL} from fanout_queue ` +
+    'inner join follows as followed on followed.followee_id = fanout_queue.owner_id and followed.follower_id = ? ' +
+    'inner join posts on posts.id = fanout_queue.post_id ' +
+    `where fanout_queue.post_id < ?${visibleQueued} ` +
+    'and not exists (select 1 from feed_entries as written where written.user_id = ? and written.post_id = fanout_queue.post_id)';
+  const page = `order by id desc limit ${limit + 1}`;
+  const postgres =
+    `(${written} order by feed_entries.post_id desc limit ${limit + 1}) union all ` +
+    `(${queued} order by fanout_queue.post_id desc limit ${limit + 1}) ${page}`;
+  let n = 0;
+  return { sqlite: `${written} union all ${queued} ${page}`, postgres: postgres.replace(/\?/g, () => `$${++n}`) };
+}
+
+/** Built once per role and page size: at most two roles times the hundred page sizes the API allows. */
+const feedPageStatements = new Map<string, PlainStatement>();
+
+/**
+ * The statement and parameters of a feed page: `limit + 1` posts of `owner`'s home feed with ids below `after`
+ * (all of them without), newest first (see feedPageStatement). Exposed so that a test can EXPLAIN it.
+ */
+export function feedPageQuery(
+  owner: { id: number; role: Role },
+  limit: number,
+  after: number | undefined,
+): { statement: PlainStatement; params: number[] } {
+  const key = `${owner.role} ${limit}`;
+  let statement = feedPageStatements.get(key);
+  if (statement === undefined) {
+    statement = feedPageStatement(owner.role, limit);
+    feedPageStatements.set(key, statement);
+  }
+  // Without a cursor every id is below the largest safe integer: one text serves the first page and the next ones.
+  const below = after ?? Number.MAX_SAFE_INTEGER;
+  const id = owner.id;
+  // The values of the statement's `?`s, in the order they appear in its text.
+  const params =
+    owner.role === 'admin' ? [id, below, below, id, below, id] : [id, below, below, id, id, id, below, id, id, id];
+  return { statement, params };
+}
+
+/** `limit + 1` posts of `owner`'s home feed, newest first, filtered by what the owner may see: see feedPageQuery. */
+export async function readFeedPage(store: Store, owner: { id: number; role: Role }, limit: number, after?: number): Promise<PostRow[]> {
+  const { statement, params } = feedPageQuery(owner, limit, after);
+  return store.query<PostRow>(statement, params);
+}

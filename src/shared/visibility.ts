@@ -34,7 +34,8 @@ const followsUser = (eb: ExpressionBuilder<Database, 'users'>, viewerId: number)
  * Who sees a post (CONTRACT §3): `public` everyone; `followers` the owner, the owner's followers and admins;
  * `private` the owner and admins. This predicate is the only statement of that rule: every query that returns
  * posts, or anything hanging off a post (replies, recommends), filters through it, so a post the caller may not
- * see is missing everywhere (a 404, never a 403).
+ * see is missing everywhere (a 404, never a 403). The one query that cannot use it, the feed page (plain SQL in
+ * src/db/hot-statements.ts), writes it out as text, and a test there holds that text to this predicate.
  */
 export function visibleTo(viewer: Viewer) {
   return (eb: ExpressionBuilder<Database, 'posts'>): Expression<SqlBool> => {

@@ -13,7 +13,7 @@ import { UserParamsSchema } from '../users/users.schemas.js';
 import { createFeedRepository, type FeedOwner } from './feed.repository.js';
 
 const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const feed = createFeedRepository(app.db);
+  const feed = createFeedRepository(app.store);
   const users = createUsersRepository(app.db);
 
   app.get(
