@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { backend } from '../../test/helpers/database.js';
-import { createSqliteStore, MAX_UNITS_PER_TRANSACTION } from './sqlite-store.js';
+import { createSqliteStore, MAX_BATCH_MS, MAX_UNITS_PER_TRANSACTION } from './sqlite-store.js';
 import type { Store, Tx } from './store.js';
 import type { Database } from './types.js';
 
@@ -11,8 +11,8 @@ import type { Database } from './types.js';
  * only once the transaction holding them has committed.
  */
 
-async function openStore(groupCommit: boolean): Promise<Store> {
-  const store = createSqliteStore(':memory:', { groupCommit });
+async function openStore(groupCommit: boolean, groupCommitMaxMs?: number): Promise<Store> {
+  const store = createSqliteStore(':memory:', { groupCommit, groupCommitMaxMs });
   onTestFinished(() => store.close());
   await store.transaction(async ({ db }) => {
     await sql`create table items (id integer primary key, label text not null unique)`.execute(db);
@@ -90,13 +90,30 @@ describe.skipIf(backend !== 'sqlite')('SqliteStore group commit', () => {
   });
 
   it(`commits at most ${MAX_UNITS_PER_TRANSACTION} units together; the queue behind them goes into the next transaction`, async () => {
-    const store = await openStore(true);
+    // No time bound here: only the count may split the batch, however slow the machine.
+    const store = await openStore(true, Number.POSITIVE_INFINITY);
     const count = MAX_UNITS_PER_TRANSACTION + 6;
     const results = await Promise.all(Array.from({ length: count }, (_, i) => store.transaction(inserting(store, `u${i}`))));
     expect(MAX_UNITS_PER_TRANSACTION).toBe(64);
     expect(results.map((r) => r.committedBefore)).toEqual([...Array<number>(64).fill(0), ...Array<number>(6).fill(64)]);
     expect(results.map((r) => r.seenInside)).toEqual(Array.from({ length: count }, (_, i) => i + 1));
     expect(await labels(store.db)).toHaveLength(count);
+  });
+
+  it(`stops taking units once the batch has run ${MAX_BATCH_MS} ms: a slow unit does not hold the queue behind it until its end`, async () => {
+    const store = await openStore(true);
+    const slow = async (tx: Tx) => {
+      await insert(tx.db, 'slow');
+      await new Promise((resolve) => setTimeout(resolve, MAX_BATCH_MS * 4));
+      return { label: 'slow', committedBefore: (await labels(store.db)).length, seenInside: (await labels(tx.db)).length };
+    };
+    const first = store.transaction(slow);
+    // Queued while the slow unit runs: the batch is past its time when the slow unit ends, so these commit apart.
+    await new Promise((resolve) => setTimeout(resolve, MAX_BATCH_MS));
+    const later = await Promise.all(['a', 'b'].map((label) => store.transaction(inserting(store, label))));
+    expect((await first).committedBefore).toBe(0);
+    expect(later.map((r) => r.committedBefore)).toEqual([1, 1]);
+    expect(await labels(store.db)).toEqual(['slow', 'a', 'b']);
   });
 
   it('a failed COMMIT (a deferred foreign key) rejects every unit of the batch, runs no hook and keeps no write', async () => {

@@ -23,6 +23,12 @@ const ROLLBACK_TO_UNIT = CompiledQuery.raw('rollback to unit');
  */
 export const MAX_UNITS_PER_TRANSACTION = 64;
 
+/**
+ * How long a batch keeps taking units. Every caller of a batch waits for its COMMIT, so one large unit (a chunk of a
+ * big account's fan-out) must not hold many small ones behind it: once the batch has run this long, it commits.
+ */
+export const MAX_BATCH_MS = 5;
+
 /** Prepared statements kept per connection: a process runs a small set of SQL texts (values are parameters). */
 const STATEMENT_CACHE_SIZE = 500;
 
@@ -89,6 +95,7 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   }
 
   const maxUnits = (options.groupCommit ?? true) ? MAX_UNITS_PER_TRANSACTION : 1;
+  const maxBatchMs = options.groupCommitMaxMs ?? MAX_BATCH_MS;
   const queue: QueuedUnit[] = [];
   // True from the first queued unit until the queue is empty again: one batch at a time holds the write connection.
   let running = false;
@@ -99,8 +106,8 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   }
 
   /**
-   * One transaction: `first`, then the units queued behind it up to `maxUnits`, each in its savepoint. Settles every
-   * unit it takes and never throws: a throw would stop `drain` and leave the queue waiting forever.
+   * One transaction: `first`, then the units queued behind it, up to `maxUnits` and while the batch is younger than
+   * `maxBatchMs`, each in its savepoint. Settles every unit it takes and never throws: a throw would stop `drain` and leave the queue waiting forever.
    */
   async function runBatch(first: QueuedUnit): Promise<void> {
     try {
@@ -114,11 +121,12 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
         }
         const taken: QueuedUnit[] = [];
         const outcomes: Outcome[] = [];
+        const until = performance.now() + maxBatchMs;
         try {
           for (let unit: QueuedUnit | undefined = first; unit !== undefined; ) {
             taken.push(unit);
             outcomes.push(await runUnit(conn, unit.work));
-            unit = taken.length < maxUnits ? queue.shift() : undefined;
+            unit = taken.length < maxUnits && performance.now() < until ? queue.shift() : undefined;
           }
           await conn.executeQuery(COMMIT);
         } catch (error) {

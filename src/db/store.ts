@@ -88,6 +88,8 @@ export interface StoreOptions {
   statementTimeoutMs?: number;
   /** SQLite: units of work queued together share one transaction and its COMMIT (group commit); default on. */
   groupCommit?: boolean;
+  /** SQLite group commit: how long a batch keeps taking units (default `MAX_BATCH_MS` in sqlite-store.ts). */
+  groupCommitMaxMs?: number;
   /** Where failures of after-commit hooks are reported. */
   onHookError?: (error: unknown) => void;
 }
