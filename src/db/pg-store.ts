@@ -54,6 +54,7 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
     },
 
     async transaction<T>(work: Work<T>): Promise<T> {
+      // `solo` (TransactionOptions) is SQLite's: here every transaction is its own already.
       for (let attempt = 1; ; attempt++) {
         const hooks: (() => void)[] = [];
         // Kysely answers a failed ROLLBACK's error instead of the one that caused it: on a connection that died

@@ -116,6 +116,18 @@ describe.skipIf(backend !== 'sqlite')('SqliteStore group commit', () => {
     expect(await labels(store.db)).toEqual(['slow', 'a', 'b']);
   });
 
+  it('commits a solo unit alone: the units queued before and after it are not in its transaction', async () => {
+    const store = await openStore(true);
+    const results = await Promise.all([
+      store.transaction(inserting(store, 'a')),
+      store.transaction(inserting(store, 'b')),
+      store.transaction(inserting(store, 'solo'), { solo: true }),
+      store.transaction(inserting(store, 'c')),
+    ]);
+    expect(results.map((r) => r.committedBefore)).toEqual([0, 0, 2, 3]);
+    expect(await labels(store.db)).toEqual(['a', 'b', 'solo', 'c']);
+  });
+
   it('a failed COMMIT (a deferred foreign key) rejects every unit of the batch, runs no hook and keeps no write', async () => {
     const store = await openStore(true);
     await store.transaction(async ({ db }) => {

@@ -6,7 +6,7 @@ import SQLite from 'better-sqlite3';
 import { CompiledQuery, Kysely, SqliteDialect, type SqliteDatabase } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
-import { runHooks, type PlainStatement, type Store, type StoreOptions, type Tx, type Work } from './store.js';
+import { runHooks, type PlainStatement, type Store, type TransactionOptions, type StoreOptions, type Tx, type Work } from './store.js';
 import type { Database } from './types.js';
 
 const BEGIN_IMMEDIATE = CompiledQuery.raw('begin immediate');
@@ -107,7 +107,8 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
 
   /**
    * One transaction: `first`, then the units queued behind it, up to `maxUnits` and while the batch is younger than
-   * `maxBatchMs`, each in its savepoint. Settles every unit it takes and never throws: a throw would stop `drain` and leave the queue waiting forever.
+   * `maxBatchMs`, each in its savepoint; a solo unit is never batched with another. Settles every unit it takes and
+   * never throws: a throw would stop `drain` and leave the queue waiting forever.
    */
   async function runBatch(first: QueuedUnit): Promise<void> {
     try {
@@ -126,7 +127,9 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
           for (let unit: QueuedUnit | undefined = first; unit !== undefined; ) {
             taken.push(unit);
             outcomes.push(await runUnit(conn, unit.work));
-            unit = taken.length < maxUnits && performance.now() < until ? queue.shift() : undefined;
+            const next: QueuedUnit | undefined = queue[0];
+            const more: boolean = !unit.solo && next !== undefined && !next.solo && taken.length < maxUnits && performance.now() < until;
+            unit = more ? queue.shift() : undefined;
           }
           await conn.executeQuery(COMMIT);
         } catch (error) {
@@ -181,9 +184,10 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
       return readStatements.prepare(statement.sqlite).all(params) as R[];
     },
 
-    transaction<T>(work: Work<T>): Promise<T> {
+    transaction<T>(work: Work<T>, options: TransactionOptions = {}): Promise<T> {
       return new Promise<T>((resolve, reject) => {
-        queue.push({ work, deadline: Date.now() + timeoutMs, resolve: resolve as (value: unknown) => void, reject });
+        const solo = options.solo === true;
+        queue.push({ work, solo, deadline: Date.now() + timeoutMs, resolve: resolve as (value: unknown) => void, reject });
         if (running) return;
         running = true;
         if (maxUnits > 1) setImmediate(() => void drain());
@@ -217,6 +221,8 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
 
 interface QueuedUnit {
   work: Work<unknown>;
+  /** Commits alone: no other unit joins its transaction (TransactionOptions.solo). */
+  solo: boolean;
   /** Until when `BEGIN IMMEDIATE` is retried for it (DB_STATEMENT_TIMEOUT_MS after it was queued). */
   deadline: number;
   resolve: (value: unknown) => void;

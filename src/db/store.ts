@@ -6,6 +6,15 @@ export type Dialect = 'sqlite' | 'postgres';
 /** The tables whose rows a transaction may lock (see `Tx.lockRows`). */
 export type LockableTable = 'users' | 'posts' | 'replies' | 'boards';
 
+export interface TransactionOptions {
+  /**
+   * Background work of unknown size (a chunk of a big account's fan-out): on SQLite with group commit it runs in a
+   * transaction of its own, so that no request's write waits for its COMMIT. Nothing changes on PostgreSQL, where
+   * every transaction is its own.
+   */
+  solo?: boolean;
+}
+
 /** A statement written as plain SQL, one text per dialect (hot-statements.ts), with `?` or `$n` parameters. */
 export interface PlainStatement {
   readonly sqlite: string;
@@ -67,7 +76,7 @@ export interface Store {
    * run; reads through `db` see its writes from then on, not before. If `work` throws, its writes are undone and the
    * call rejects with that error (on SQLite once its batch is over: with the batch's error if that failed too).
    */
-  transaction<T>(work: Work<T>): Promise<T>;
+  transaction<T>(work: Work<T>, options?: TransactionOptions): Promise<T>;
   /** Brings the schema up to date over a connection of its own (PostgreSQL: DATABASE_DIRECT_URL). */
   migrate(): Promise<string[]>;
   /** True when the database answers and its schema is the one this build expects (for /health). */

@@ -55,6 +55,12 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  * owners' user rows are locked (in ascending id order) before the entries are written, and following or
  * unfollowing updates the same row (its follower_count), so each sees the other's committed rows.
  */
+/**
+ * The worker's transactions commit alone (SQLite group commit would otherwise let requests' writes share them, and
+ * wait for a chunk of thousands of rows to commit).
+ */
+const BACKGROUND = { solo: true } as const;
+
 export function createFanout(store: Store, log: FastifyBaseLogger, options: FanoutOptions = {}): Fanout {
   const batchSize = options.batchSize ?? 64;
   const chunkSize = options.chunkSize ?? 2_000;
@@ -102,7 +108,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
         .execute();
       await tx.db.deleteFrom('fanout_queue').where('post_id', 'in', ids).execute();
       return { done: small.length, big };
-    });
+    }, BACKGROUND);
 
   /**
    * The next chunk of one big post: the entries of its next `chunkSize` followers (by ascending id, after the last
@@ -143,7 +149,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
         tx.afterCommit(() => progress.delete(post.post_id));
       }
       return 1;
-    });
+    }, BACKGROUND);
 
   /** One step: a batch of small posts, then one chunk of the oldest big one; answers how much work it did. */
   async function drainBatch(): Promise<number> {
