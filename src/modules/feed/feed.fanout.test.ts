@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../../app.js';
 import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
-import { buildTestApp, call, testConfig } from '../../../test/helpers/build-test-app.js';
+import { buildTestApp, call, testConfig, write } from '../../../test/helpers/build-test-app.js';
 import { freshDatabase } from '../../../test/helpers/database.js';
 import { signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { createFanout } from './feed.fanout.js';
@@ -33,6 +33,23 @@ async function appWithStoppedWorker() {
   const worker = createFanout(app.store, app.log, { batchSize: 2, sweepMs: 60_000 });
   onTestFinished(() => worker.close());
   return { app, worker };
+}
+
+/** The app's store, recording how many feed entries each transaction that wrote some added. */
+function countingEntries(app: FastifyInstance) {
+  const written: number[] = [];
+  let before = 0;
+  const store = {
+    ...app.store,
+    async transaction<T>(work: Parameters<typeof app.store.transaction<T>>[0]): Promise<T> {
+      const result = await app.store.transaction(work);
+      const now = (await entries(app)).length;
+      if (now > before) written.push(now - before);
+      before = now;
+      return result;
+    },
+  };
+  return { store, written };
 }
 
 describe('fan-out worker', () => {
@@ -212,5 +229,47 @@ describe('fan-out worker', () => {
     await worker.drain();
     expect(seen).toBeGreaterThanOrEqual(3 * 3);
     expect((await entries(app)).map((e) => e.user_id)).toEqual(followers.map((f) => f.id));
+  });
+
+  it('takes small posts into one transaction only while their entries fit in it', async () => {
+    const { app } = await appWithStoppedWorker();
+    const owners = [await signUp(app), await signUp(app), await signUp(app)];
+    const readers = [await signUp(app), await signUp(app)];
+    for (const o of owners) for (const r of readers) await follow(app, r, o);
+    for (const o of owners) await publish(app, o, 'to two followers');
+    const { store, written } = countingEntries(app);
+    const worker = createFanout(store, app.log, { batchSize: 64, chunkSize: 4, sweepMs: 60_000 });
+    onTestFinished(() => worker.close());
+    await worker.drain();
+    expect(written).toEqual([4, 2]);
+    expect(await queued(app)).toEqual([]);
+  });
+
+  it.each([
+    ['slower than transactionMs: each chunk half the last, down to 100 entries', 1e-9, [400, 200, 100]],
+    ['within transactionMs: chunks of chunkSize', 60_000, [400, 300]],
+  ])('sizes its transactions by their time, %s', async (_, transactionMs, chunks) => {
+    const { app } = await appWithStoppedWorker();
+    const owner = await signUp(app);
+    // 700 followers made in the database directly: signing 700 users up over the API would take most of a minute.
+    const now = new Date().toISOString();
+    await write(app, async (db) => {
+      const made = await db
+        .insertInto('users')
+        .values(Array.from({ length: 700 }, (_, i) => ({ username: `fan${i}`, username_key: `fan${i}`, display_name: '', bio: '', role: 'member' as const, password_hash: 'x', created_at: now, updated_at: now })))
+        .returning('id')
+        .execute();
+      await db.insertInto('follows').values(made.map((u) => ({ follower_id: u.id, followee_id: owner.id, created_at: now }))).execute();
+      await db.updateTable('users').set({ follower_count: made.length }).where('id', '=', owner.id).execute();
+    });
+    const post = await publish(app, owner, 'to 700 followers');
+
+    const { store, written } = countingEntries(app);
+    const worker = createFanout(store, app.log, { chunkSize: 400, transactionMs, sweepMs: 60_000 });
+    onTestFinished(() => worker.close());
+    await worker.drain();
+    expect(written).toEqual(chunks);
+    expect(await queued(app)).toEqual([]);
+    expect((await entries(app)).filter((e) => e.post_id === post.id).length).toBe(700);
   });
 });

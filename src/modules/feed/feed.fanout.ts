@@ -21,10 +21,16 @@ export interface FanoutOptions {
   /** Posts per transaction. */
   batchSize?: number;
   /**
-   * Followers per transaction. A post whose owner has more followers than this is fanned out in chunks by
-   * ascending follower id, each its own transaction, with the small posts' batches in between (see createFanout).
+   * Feed entries per transaction at most. A post whose owner has more followers than one transaction may write is
+   * fanned out in chunks by ascending follower id, each its own transaction, with the small posts' batches in
+   * between (see createFanout).
    */
   chunkSize?: number;
+  /**
+   * How long one fan-out transaction should take. The entries per transaction (at most `chunkSize`) follow the
+   * time the last transactions took per entry, which grows with the size of `feed_entries`' indexes.
+   */
+  transactionMs?: number;
   /**
    * How often the queue is swept even when nothing was scheduled in this process: posts queued by a process that
    * died before draining them (or by another process while this one held the drain) are picked up here.
@@ -43,8 +49,8 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  * never wait for it: a feed page merges the queued posts of the users the reader follows (feed.repository.ts), so
  * a post is in every follower's feed from the moment it is created.
  *
- * A post of an owner with many followers (more than `chunkSize`) would make one such transaction write an entry
- * per follower, holding SQLite's write lock (or the owner's row on PostgreSQL) for all of it while every other
+ * A post of an owner with many followers (more than one transaction may write, see `perTransaction`) would make
+ * one such transaction write an entry per follower, holding SQLite's write lock (or the owner's row on PostgreSQL) for all of it while every other
  * writer waits. Those posts are fanned out in chunks of followers instead, each its own transaction, alternating
  * with batches of the small posts queued behind them, so an ordinary post waits for one chunk, not the whole
  * fan-out. Read-time merging alone (never writing entries for such owners) was the alternative: it would make
@@ -61,9 +67,35 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  */
 const BACKGROUND = { solo: true } as const;
 
+/** Fewest entries a transaction is sized for, whatever the timing says: below this the per-transaction cost wins. */
+const MIN_ROWS = 100;
+
+/**
+ * Lets the event loop serve what waits. On SQLite every query completes synchronously, so without a macrotask
+ * turn between transactions a whole drain would run as one chain of microtasks and no request would be served
+ * until it ended, however small its transactions.
+ */
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
 export function createFanout(store: Store, log: FastifyBaseLogger, options: FanoutOptions = {}): Fanout {
   const batchSize = options.batchSize ?? 64;
   const chunkSize = options.chunkSize ?? 2_000;
+  const transactionMs = options.transactionMs ?? 25;
+  /**
+   * Entries the next transaction may write: the time a transaction may hold SQLite's write lock (and, on SQLite,
+   * the event loop) or an owner's row, turned into rows by the last transactions' time per entry. A feed with a
+   * hundred million entries takes several times longer per entry than a small one, so a fixed number would
+   * either stall other writers on a big database or waste transactions on a small one.
+   */
+  let perTransaction = chunkSize;
+  const fewest = Math.min(MIN_ROWS, chunkSize);
+  /** Called after a commit: `written` entries took `ms` from the unit's start to its commit. */
+  const timed = (written: number, ms: number) => {
+    if (written < fewest) return; // too few for a steady figure
+    // Halfway to the size that would have fitted, so that one slow transaction does not swing it.
+    const fitting = (written * transactionMs) / Math.max(ms, 0.1);
+    perTransaction = Math.round(Math.min(chunkSize, Math.max(fewest, (perTransaction + fitting) / 2)));
+  };
   let scheduled = false;
   let closed = false;
   let running: Promise<void> | undefined;
@@ -75,26 +107,35 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
   const progress = new Map<number, number>();
 
   /**
-   * One batch of the oldest queued posts whose owners have at most `chunkSize` followers: their entries and their
-   * removal from the queue in one transaction. Answers how many posts it fanned out, and the oldest big post
-   * it passed over (if any).
+   * One batch of the oldest queued posts whose owners' followers fit in one transaction together (at least one
+   * post): their entries and their removal from the queue in one transaction. Answers how many posts it fanned
+   * out, and the oldest big post (more followers than one transaction may write) it passed over, if any.
    */
   const drainSmall = () =>
     store.transaction(async (tx) => {
+      const started = performance.now();
       if (!(await tx.tryExclusive(DRAIN_LOCK))) return { done: 0, big: undefined };
-      const rows = await tx.db
+      const queue = await tx.db
         .selectFrom('fanout_queue')
         .innerJoin('users', 'users.id', 'fanout_queue.owner_id')
         .select(['fanout_queue.post_id', 'fanout_queue.owner_id', 'users.follower_count'])
         .orderBy('fanout_queue.post_id')
         .limit(batchSize)
         .execute();
-      const small = rows.filter((r) => r.follower_count <= chunkSize);
-      const big = rows.find((r) => r.follower_count > chunkSize);
+      const budget = perTransaction;
+      const big = queue.find((r) => r.follower_count > budget);
+      const small: typeof queue = [];
+      let entries = 0;
+      for (const post of queue) {
+        if (post.follower_count > budget) continue;
+        if (small.length > 0 && entries + post.follower_count > budget) break;
+        small.push(post);
+        entries += post.follower_count;
+      }
       if (small.length === 0) return { done: 0, big };
       await tx.lockRows('users', [...new Set(small.map((b) => b.owner_id))]);
       const ids = small.map((b) => b.post_id);
-      await tx.db
+      const written = await tx.db
         .insertInto('feed_entries')
         .columns(['user_id', 'post_id', 'owner_id'])
         .expression((eb) =>
@@ -105,19 +146,22 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
             .where('fanout_queue.post_id', 'in', ids),
         )
         .onConflict((oc) => oc.doNothing())
-        .execute();
+        .executeTakeFirst();
       await tx.db.deleteFrom('fanout_queue').where('post_id', 'in', ids).execute();
+      tx.afterCommit(() => timed(Number(written.numInsertedOrUpdatedRows ?? 0), performance.now() - started));
       return { done: small.length, big };
     }, BACKGROUND);
 
   /**
-   * The next chunk of one big post: the entries of its next `chunkSize` followers (by ascending id, after the last
+   * The next chunk of one big post: the entries of its next followers (as many as one transaction may write, by
+   * ascending id, after the last
    * chunk's), in a transaction of its own, so that no transaction holds the write lock (SQLite) or the owner's
    * row (PostgreSQL) for longer than one chunk takes. The last chunk also removes the post from the queue; until
    * then feeds merge it in from the queue, so every follower sees it from the start. Answers 1 when it did work.
    */
   const drainChunk = (post: { post_id: number; owner_id: number }) =>
     store.transaction(async (tx) => {
+      const started = performance.now();
       if (!(await tx.tryExclusive(DRAIN_LOCK))) return 0;
       // Locking the owner orders this chunk with follows and unfollows of the owner (they update the same row):
       // a follower who unfollowed is not in `follows` any more, and one who follows now gets the post from the
@@ -130,7 +174,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
         .where('followee_id', '=', post.owner_id)
         .where('follower_id', '>', after)
         .orderBy('follower_id')
-        .offset(chunkSize - 1)
+        .offset(perTransaction - 1)
         .limit(1)
         .executeTakeFirst();
       let chunk = tx.db
@@ -141,7 +185,13 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
         .where('follows.follower_id', '>', after);
       if (last) chunk = chunk.where('follows.follower_id', '<=', last.follower_id);
       // Joined to the queue: a post deleted meanwhile (its queue row goes with it) writes nothing.
-      await tx.db.insertInto('feed_entries').columns(['user_id', 'post_id', 'owner_id']).expression(chunk).onConflict((oc) => oc.doNothing()).execute();
+      const written = await tx.db
+        .insertInto('feed_entries')
+        .columns(['user_id', 'post_id', 'owner_id'])
+        .expression(chunk)
+        .onConflict((oc) => oc.doNothing())
+        .executeTakeFirst();
+      tx.afterCommit(() => timed(Number(written.numInsertedOrUpdatedRows ?? 0), performance.now() - started));
       if (last) {
         tx.afterCommit(() => progress.set(post.post_id, last.follower_id));
       } else {
@@ -155,6 +205,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
   async function drainBatch(): Promise<number> {
     const { done, big } = await drainSmall();
     if (!big || closed) return done;
+    await nextTurn();
     return done + (await drainChunk(big));
   }
 
@@ -163,10 +214,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
       try {
         // Until the queue is empty: posts queued meanwhile (here or, on PostgreSQL, by other processes that could
         // not drain while this one held the lock) are taken by the next batch.
-        // Between transactions the loop yields to the event loop: on SQLite every query completes synchronously,
-        // so without a macrotask turn here the whole drain (every chunk of a big post) would run as one chain of
-        // microtasks, and no request could be served until it ended, however small its transactions.
-        while (!closed && (await drainBatch()) > 0) await new Promise((resolve) => setImmediate(resolve));
+        while (!closed && (await drainBatch()) > 0) await nextTurn();
       } catch (error) {
         // The queue keeps the posts (the batch rolled back) and feeds keep showing them; the sweep retries.
         log.warn({ err: error }, 'feed fan-out failed; the queued posts stay queued and are retried');
