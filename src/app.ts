@@ -138,7 +138,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       preparedStatements: config.pgPreparedStatements,
       statementTimeoutMs: config.dbStatementTimeoutMs,
       groupCommit: config.sqliteGroupCommit,
-      onHookError: (error) => app.log.error({ err: error }, 'an after-commit hook failed'),
+      backgroundCheckpoint: config.sqliteBackgroundCheckpoint,
+      onHookError: (error) => app.log.error({ err: error }, 'an after-commit hook or background database work failed'),
     });
   await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
   await app.register(securityPlugin);

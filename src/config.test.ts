@@ -114,18 +114,21 @@ describe('loadConfig IDEMPOTENCY_TTL_SECONDS', () => {
   });
 });
 
-describe('loadConfig SQLITE_GROUP_COMMIT', () => {
+describe.each([
+  ['SQLITE_GROUP_COMMIT', 'sqliteGroupCommit'],
+  ['SQLITE_BACKGROUND_CHECKPOINT', 'sqliteBackgroundCheckpoint'],
+] as const)('loadConfig %s', (name, key) => {
   it.each([
     [undefined, true],
     ['on', true],
     ['off', false],
     ['OFF', false],
     ['false', false],
-  ])('SQLITE_GROUP_COMMIT=%s is %s', (value, expected) => {
-    expect(loadConfig({ SQLITE_GROUP_COMMIT: value }).sqliteGroupCommit).toBe(expected);
+  ])(`${name}=%s is %s`, (value, expected) => {
+    expect(loadConfig({ [name]: value })[key]).toBe(expected);
   });
 
-  it.each(['sometimes', '2'])('rejects SQLITE_GROUP_COMMIT=%s, naming it', (value) => {
-    expect(() => loadConfig({ SQLITE_GROUP_COMMIT: value })).toThrow(/^SQLITE_GROUP_COMMIT: /);
+  it.each(['sometimes', '2'])(`rejects ${name}=%s, naming it`, (value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
   });
 });

@@ -18,6 +18,8 @@ export const ConfigSchema = Type.Object({
   pgPreparedStatements: Type.Boolean(),
   /** SQLite: the write transactions queued together share one COMMIT, each in a savepoint (group commit). */
   sqliteGroupCommit: Type.Boolean(),
+  /** SQLite: the WAL is checkpointed by a thread of its own, not inside a request's COMMIT. */
+  sqliteBackgroundCheckpoint: Type.Boolean(),
   /** Longest a statement may run or wait for a lock (a 503 with Retry-After for the client). */
   dbStatementTimeoutMs: Type.Integer({ minimum: 100, maximum: 600_000 }),
   /**
@@ -152,6 +154,7 @@ const VARIABLES: Record<string, string> = {
   '/databaseDirectUrl': 'DATABASE_DIRECT_URL',
   '/pgPreparedStatements': 'PG_PREPARED_STATEMENTS',
   '/sqliteGroupCommit': 'SQLITE_GROUP_COMMIT',
+  '/sqliteBackgroundCheckpoint': 'SQLITE_BACKGROUND_CHECKPOINT',
   '/dbStatementTimeoutMs': 'DB_STATEMENT_TIMEOUT_MS',
   '/publicUrl': 'PUBLIC_URL',
   '/adminUsername': 'ADMIN_USERNAME',
@@ -192,6 +195,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     databaseDirectUrl: env.DATABASE_DIRECT_URL || undefined,
     pgPreparedStatements: flag(env, 'PG_PREPARED_STATEMENTS', true),
     sqliteGroupCommit: flag(env, 'SQLITE_GROUP_COMMIT', true),
+    sqliteBackgroundCheckpoint: flag(env, 'SQLITE_BACKGROUND_CHECKPOINT', true),
     dbStatementTimeoutMs: integer(env, 'DB_STATEMENT_TIMEOUT_MS', 5000),
     publicUrl: (env.PUBLIC_URL || `http://localhost:${port}`).replace(/\/+$/, ''),
     adminUsername,

@@ -1,6 +1,10 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { sql, type Kysely } from 'kysely';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { backend } from '../../test/helpers/database.js';
+import { CHECKPOINT_EVERY_MS } from './sqlite-checkpoint.js';
 import { createSqliteStore, MAX_BATCH_MS, MAX_UNITS_PER_TRANSACTION } from './sqlite-store.js';
 import type { Store, Tx } from './store.js';
 import type { Database } from './types.js';
@@ -197,5 +201,45 @@ describe.skipIf(backend !== 'sqlite')('SqliteStore group commit', () => {
       { label: 'c', committedBefore: 1, seenInside: 2 },
     ]);
     expect(hookLog).toEqual(['a', 'c']);
+  });
+});
+
+describe.skipIf(backend !== 'sqlite')('SqliteStore checkpoints', () => {
+  /** A store on a file of its own, with a table whose rows fill about 2,000 pages (8 MB) per `fill`. */
+  async function fileStore(backgroundCheckpoint: boolean) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corkboard-checkpoint-'));
+    const file = path.join(dir, 'test.db');
+    const store = createSqliteStore(file, { backgroundCheckpoint });
+    onTestFinished(async () => {
+      await store.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+    await store.transaction(async ({ db }) => {
+      await sql`create table blobs (id integer primary key, data blob not null)`.execute(db);
+    });
+    const fill = () =>
+      store.transaction(async ({ db }) => {
+        await sql`with recursive n(i) as (select 1 union all select i + 1 from n where i < 2000) insert into blobs (data) select randomblob(4000) from n`.execute(db);
+      });
+    return { store, fill, size: () => fs.statSync(file).size };
+  }
+
+  it('copies the WAL into the database file from its own thread, not inside the COMMIT', async () => {
+    const { store, fill, size } = await fileStore(true);
+    const before = size();
+    await fill();
+    // The COMMIT only appended to the WAL: the database file is as it was.
+    expect(size()).toBe(before);
+    // The thread's next checkpoint (every CHECKPOINT_EVERY_MS) copies the 8 MB into it.
+    await expect.poll(size, { timeout: 5000, interval: CHECKPOINT_EVERY_MS }).toBeGreaterThan(before + 7_000_000);
+    const { rows } = await sql<{ n: number }>`select count(*) as n from blobs`.execute(store.db);
+    expect(rows).toEqual([{ n: 2000 }]);
+  });
+
+  it('with background checkpoints off, the COMMIT that takes the WAL past 1,000 pages checkpoints it itself', async () => {
+    const { fill, size } = await fileStore(false);
+    const before = size();
+    await fill();
+    expect(size()).toBeGreaterThan(before + 7_000_000);
   });
 });

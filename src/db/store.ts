@@ -99,7 +99,9 @@ export interface StoreOptions {
   groupCommit?: boolean;
   /** SQLite group commit: how long a batch keeps taking units (default `MAX_BATCH_MS` in sqlite-store.ts). */
   groupCommitMaxMs?: number;
-  /** Where failures of after-commit hooks are reported. */
+  /** SQLite: checkpoint the WAL from a thread of its own instead of inside a COMMIT (sqlite-checkpoint.ts); default on. */
+  backgroundCheckpoint?: boolean;
+  /** Where failures of after-commit hooks and of background work (SQLite's checkpoints) are reported. */
   onHookError?: (error: unknown) => void;
 }
 

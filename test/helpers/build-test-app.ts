@@ -13,6 +13,7 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     databaseUrl: 'sqlite::memory:',
     pgPreparedStatements: true,
     sqliteGroupCommit: true,
+    sqliteBackgroundCheckpoint: true,
     dbStatementTimeoutMs: 5000,
     publicUrl: PUBLIC_URL,
     rateLimit: { enabled: false, max: 1000, authMax: 1000, windowMs: 60_000 },
