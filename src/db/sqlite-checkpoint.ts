@@ -5,12 +5,6 @@ import { Worker } from 'node:worker_threads';
 export const CHECKPOINT_EVERY_MS = 100;
 
 /**
- * WAL pages after which the writing connection checkpoints by itself anyway: a backstop for when the thread falls
- * behind (or failed to start), so the WAL cannot grow without bound. SQLite's own default is 1,000.
- */
-export const BACKSTOP_PAGES = 10_000;
-
-/**
  * The thread's code, evaluated as CommonJS: no file of its own to build, ship or resolve. It opens its own
  * connection and runs PASSIVE checkpoints, which never wait for the writer or for readers: they copy what they
  * can and leave the rest for the next one.
@@ -40,21 +34,20 @@ export interface Checkpointer {
 }
 
 /**
- * Checkpoints a WAL-mode SQLite file from a thread of its own. By default SQLite checkpoints inside the COMMIT that
- * takes the WAL past 1,000 pages: it writes those pages into the database file and syncs it, and better-sqlite3
- * being synchronous, the event loop (every request of the process) waits for that sync, tens of milliseconds on a
- * large database whose pages are scattered. Here the writing connection only appends to the WAL, and the sync is
- * this thread's. `onError` hears of checkpoints that failed for another reason than a busy lock, and of the
- * thread's death (after which `onDied` runs: the writer has to checkpoint by itself again).
+ * Checkpoints a WAL-mode SQLite file from a thread of its own. SQLite checkpoints inside the COMMIT that takes the
+ * WAL past 1,000 pages: it writes those pages into the database file and syncs it, and better-sqlite3 being
+ * synchronous, the event loop (every request of the process) waits for that, tens of milliseconds on a large
+ * database whose pages are scattered. With this thread copying the WAL every 100 ms, such a COMMIT finds the pages
+ * copied already and has little or nothing left to do. The writer's own threshold stays SQLite's 1,000 pages: it
+ * bounds the WAL should the thread fall behind or die (measured with it raised to 10,000, the writer's rare large
+ * checkpoints stalled every kind of request for over 100 ms; see bench/README.md). `onError` hears of checkpoints
+ * that failed for another reason than a busy lock, and of the thread's death.
  */
-export function startCheckpointer(file: string, onError: (error: unknown) => void, onDied: () => void): Checkpointer {
+export function startCheckpointer(file: string, onError: (error: unknown) => void): Checkpointer {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const worker = new Worker(SOURCE, { eval: true, workerData: { file, driver, everyMs: CHECKPOINT_EVERY_MS } });
   worker.on('message', (message: string) => onError(new Error(`SQLite checkpoint failed: ${message}`)));
-  worker.on('error', (error) => {
-    onError(error);
-    onDied();
-  });
+  worker.on('error', onError);
   // The process may exit while the thread runs: the interval alone must not keep it alive.
   worker.unref();
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));

@@ -205,7 +205,7 @@ describe.skipIf(backend !== 'sqlite')('SqliteStore group commit', () => {
 });
 
 describe.skipIf(backend !== 'sqlite')('SqliteStore checkpoints', () => {
-  /** A store on a file of its own, with a table whose rows fill about 2,000 pages (8 MB) per `fill`. */
+  /** A store on a file of its own, with a table that `fill(pages)` grows by about that many 4 KiB pages. */
   async function fileStore(backgroundCheckpoint: boolean) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corkboard-checkpoint-'));
     const file = path.join(dir, 'test.db');
@@ -217,9 +217,9 @@ describe.skipIf(backend !== 'sqlite')('SqliteStore checkpoints', () => {
     await store.transaction(async ({ db }) => {
       await sql`create table blobs (id integer primary key, data blob not null)`.execute(db);
     });
-    const fill = () =>
+    const fill = (pages: number) =>
       store.transaction(async ({ db }) => {
-        await sql`with recursive n(i) as (select 1 union all select i + 1 from n where i < 2000) insert into blobs (data) select randomblob(4000) from n`.execute(db);
+        await sql`with recursive n(i) as (select 1 union all select i + 1 from n where i < ${pages}) insert into blobs (data) select randomblob(4000) from n`.execute(db);
       });
     return { store, fill, size: () => fs.statSync(file).size };
   }
@@ -227,19 +227,22 @@ describe.skipIf(backend !== 'sqlite')('SqliteStore checkpoints', () => {
   it('copies the WAL into the database file from its own thread, not inside the COMMIT', async () => {
     const { store, fill, size } = await fileStore(true);
     const before = size();
-    await fill();
-    // The COMMIT only appended to the WAL: the database file is as it was.
+    await fill(500);
+    // The COMMIT only appended to the WAL (500 pages, under SQLite's own 1,000): the database file is as it was.
     expect(size()).toBe(before);
-    // The thread's next checkpoint (every CHECKPOINT_EVERY_MS) copies the 8 MB into it.
-    await expect.poll(size, { timeout: 5000, interval: CHECKPOINT_EVERY_MS }).toBeGreaterThan(before + 7_000_000);
+    // The thread's next checkpoint (every CHECKPOINT_EVERY_MS) copies the 2 MB into it.
+    await expect.poll(size, { timeout: 5000, interval: CHECKPOINT_EVERY_MS }).toBeGreaterThan(before + 1_900_000);
     const { rows } = await sql<{ n: number }>`select count(*) as n from blobs`.execute(store.db);
-    expect(rows).toEqual([{ n: 2000 }]);
+    expect(rows).toEqual([{ n: 500 }]);
   });
 
-  it('with background checkpoints off, the COMMIT that takes the WAL past 1,000 pages checkpoints it itself', async () => {
+  it('with background checkpoints off, only the COMMIT that takes the WAL past 1,000 pages copies it, itself', async () => {
     const { fill, size } = await fileStore(false);
     const before = size();
-    await fill();
-    expect(size()).toBeGreaterThan(before + 7_000_000);
+    await fill(500);
+    await new Promise((resolve) => setTimeout(resolve, 5 * CHECKPOINT_EVERY_MS));
+    expect(size()).toBe(before);
+    await fill(1000);
+    expect(size()).toBeGreaterThan(before + 5_000_000);
   });
 });

@@ -5,7 +5,7 @@ import path from 'node:path';
 import SQLite from 'better-sqlite3';
 import { CompiledQuery, Kysely, SqliteDialect, type SqliteDatabase } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
-import { BACKSTOP_PAGES, startCheckpointer } from './sqlite-checkpoint.js';
+import { startCheckpointer } from './sqlite-checkpoint.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
 import { runHooks, type PlainStatement, type Store, type TransactionOptions, type StoreOptions, type Tx, type Work } from './store.js';
 import type { Database } from './types.js';
@@ -29,9 +29,6 @@ export const MAX_UNITS_PER_TRANSACTION = 64;
  * big account's fan-out) must not hold many small ones behind it: once the batch has run this long, it commits.
  */
 export const MAX_BATCH_MS = 5;
-
-/** SQLite's own `wal_autocheckpoint`, back in force if the checkpoint thread dies. */
-const DEFAULT_AUTOCHECKPOINT = 1000;
 
 /** Prepared statements kept per connection: a process runs a small set of SQL texts (values are parameters). */
 const STATEMENT_CACHE_SIZE = 500;
@@ -76,9 +73,7 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   // temporary file once it outgrows a small buffer (a large unit, e.g. a fan-out chunk) and then writes for every
   // later unit of the batch; in memory it stays a copy, emptied whenever a unit's savepoint is released.
   writer.pragma('temp_store = MEMORY');
-  // The thread is started before the read connection opens: a checkpoint never waits, so it cannot delay either.
-  const checkpointer = (options.backgroundCheckpoint ?? true) ? startCheckpointer(file, onHookError, () => writer.pragma(`wal_autocheckpoint = ${DEFAULT_AUTOCHECKPOINT}`)) : undefined;
-  if (checkpointer) writer.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
+  const checkpointer = (options.backgroundCheckpoint ?? true) ? startCheckpointer(file, onHookError) : undefined;
   const reader = open(file, 100);
   reader.pragma('query_only = ON');
   const readStatements = withStatementCache(reader);
