@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Store } from '../../db/store.js';
+import type { InsertResult } from 'kysely';
+import type { Store, Tx } from '../../db/store.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -50,8 +51,8 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  * a post is in every follower's feed from the moment it is created.
  *
  * A post of an owner with many followers (more than one transaction may write, see `perTransaction`) would make
- * one such transaction write an entry per follower, holding SQLite's write lock (or the owner's row on PostgreSQL) for all of it while every other
- * writer waits. Those posts are fanned out in chunks of followers instead, each its own transaction, alternating
+ * one such transaction write an entry per follower, holding SQLite's write lock (or the owner's row on PostgreSQL)
+ * for all of it while every other writer waits. Those posts are fanned out in chunks of followers instead, each its own transaction, alternating
  * with batches of the small posts queued behind them, so an ordinary post waits for one chunk, not the whole
  * fan-out. Read-time merging alone (never writing entries for such owners) was the alternative: it would make
  * every follower's feed read probe the big owners' posts on each page forever, while chunking costs the same
@@ -89,13 +90,15 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
    */
   let perTransaction = chunkSize;
   const fewest = Math.min(MIN_ROWS, chunkSize);
-  /** Called after a commit: `written` entries took `ms` from the unit's start to its commit. */
-  const timed = (written: number, ms: number) => {
-    if (written < fewest) return; // too few for a steady figure
-    // Halfway to the size that would have fitted, so that one slow transaction does not swing it.
-    const fitting = (written * transactionMs) / Math.max(ms, 0.1);
-    perTransaction = Math.round(Math.min(chunkSize, Math.max(fewest, (perTransaction + fitting) / 2)));
-  };
+  /** Once `tx` commits, resizes `perTransaction` by the time from `started` (the unit's start) for its entries. */
+  const timeEntries = (tx: Tx, started: number, insert: InsertResult) =>
+    tx.afterCommit(() => {
+      const written = Number(insert.numInsertedOrUpdatedRows ?? 0);
+      if (written < fewest) return; // too few for a steady figure
+      // Halfway to the size that would have fitted, so that one slow transaction does not swing it.
+      const fitting = (written * transactionMs) / Math.max(performance.now() - started, 0.1);
+      perTransaction = Math.round(Math.min(chunkSize, Math.max(fewest, (perTransaction + fitting) / 2)));
+    });
   let scheduled = false;
   let closed = false;
   let running: Promise<void> | undefined;
@@ -148,14 +151,13 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
         .onConflict((oc) => oc.doNothing())
         .executeTakeFirst();
       await tx.db.deleteFrom('fanout_queue').where('post_id', 'in', ids).execute();
-      tx.afterCommit(() => timed(Number(written.numInsertedOrUpdatedRows ?? 0), performance.now() - started));
+      timeEntries(tx, started, written);
       return { done: small.length, big };
     }, BACKGROUND);
 
   /**
    * The next chunk of one big post: the entries of its next followers (as many as one transaction may write, by
-   * ascending id, after the last
-   * chunk's), in a transaction of its own, so that no transaction holds the write lock (SQLite) or the owner's
+   * ascending id, after the last chunk's), in a transaction of its own, so that no transaction holds the write lock (SQLite) or the owner's
    * row (PostgreSQL) for longer than one chunk takes. The last chunk also removes the post from the queue; until
    * then feeds merge it in from the queue, so every follower sees it from the start. Answers 1 when it did work.
    */
@@ -191,7 +193,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
         .expression(chunk)
         .onConflict((oc) => oc.doNothing())
         .executeTakeFirst();
-      tx.afterCommit(() => timed(Number(written.numInsertedOrUpdatedRows ?? 0), performance.now() - started));
+      timeEntries(tx, started, written);
       if (last) {
         tx.afterCommit(() => progress.set(post.post_id, last.follower_id));
       } else {
