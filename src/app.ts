@@ -9,7 +9,7 @@ import type { Store } from './db/store.js';
 import { createLinks, type Links } from './shared/links.js';
 import { PostChanges } from './shared/post-changes.js';
 import { createValidatorCompiler } from './plugins/validation.js';
-import { createLogger, loggerOptions } from './plugins/logging.js';
+import { AccessLog, createLogger, loggerOptions } from './plugins/logging.js';
 import errorHandler, { clientError, connectRequest, frameworkError } from './plugins/error-handler.js';
 import httpHygienePlugin from './plugins/http-hygiene.js';
 import routeDocsPlugin from './plugins/route-docs.js';
@@ -70,8 +70,9 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   const nextRequestId = requestIds();
   const logger = options.logger === undefined ? createLogger(loggerOptions(config)) : options.logger || createLogger(false);
   const app = Fastify({
-    // Fastify logs each request ("incoming request", "request completed") through a child carrying its id.
+    // Each request logs through a child carrying its id; one access-log line per request (plugins/logging.ts).
     loggerInstance: logger as FastifyBaseLogger,
+    logController: new AccessLog(),
     bodyLimit: config.bodyLimit,
     // A hop count as proxy-addr counts it: the socket's peer is hop 0, then X-Forwarded-For from the right.
     trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,

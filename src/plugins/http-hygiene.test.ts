@@ -68,8 +68,8 @@ describe('unknown query parameters', () => {
     const res = await app.inject({ method: 'GET', url: '/users?password=hunter2' });
     expect(res.statusCode).toBe(400);
     expect(lines.join('')).not.toContain('hunter2');
-    const incoming = lines.map((line) => JSON.parse(line) as Line).find((line) => line.msg === 'incoming request');
-    expect((incoming?.req as Line).url).toBe('/users?[redacted]');
+    const completed = lines.map((line) => JSON.parse(line) as Line).find((line) => line.msg === 'request completed');
+    expect((completed?.req as Line).url).toBe('/users?[redacted]');
   });
 });
 
@@ -133,8 +133,8 @@ describe('TRUST_PROXY and the client address', () => {
   it('a list of proxies: entries from trusted addresses are skipped, the first untrusted one is the client', async () => {
     const { app, lines } = await appWithLog({ trustProxy: ['10.0.0.0/8'] });
     await get(app, '1.1.1.1, 203.0.113.7, 10.0.0.2');
-    const incoming = lines.map((line) => JSON.parse(line) as Line).find((line) => line.msg === 'incoming request');
-    expect((incoming?.req as Line).remoteAddress).toBe('203.0.113.7');
+    const completed = lines.map((line) => JSON.parse(line) as Line).find((line) => line.msg === 'request completed');
+    expect((completed?.req as Line).remoteAddress).toBe('203.0.113.7');
   });
 
   it('off: X-Forwarded-For is ignored', async () => {

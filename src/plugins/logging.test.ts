@@ -42,22 +42,29 @@ async function appLoggingAt(level: string): Promise<{ app: FastifyInstance; line
 const withMsg = (lines: Line[], msg: string) => lines.filter((line) => line.msg === msg);
 
 describe('request logging', () => {
-  it('at info: an incoming and a completed line per request, both with the request id', async () => {
+  it('at info: one access line per request, when it completes, with the request id, the request and the status', async () => {
     const { app, lines } = await appLoggingAt('info');
     const response = await app.inject({ method: 'GET', url: '/posts/999', headers: { 'x-request-id': 'log-test-1' } });
     expect(response.statusCode).toBe(404);
 
-    const incoming = withMsg(lines, 'incoming request');
-    expect(incoming).toHaveLength(1);
-    expect(incoming[0]).toMatchObject({ level: 30, reqId: 'log-test-1', req: { method: 'GET', url: '/posts/999' } });
+    expect(withMsg(lines, 'incoming request')).toEqual([]);
     const rejected = withMsg(lines, 'request rejected');
     expect(rejected).toEqual([expect.objectContaining({ reqId: 'log-test-1', status: 404 })]);
     const completed = withMsg(lines, 'request completed');
-    expect(completed).toEqual([expect.objectContaining({ level: 30, reqId: 'log-test-1', res: { statusCode: 404 } })]);
+    expect(completed).toEqual([
+      expect.objectContaining({ level: 30, reqId: 'log-test-1', req: expect.objectContaining({ method: 'GET', url: '/posts/999' }), res: { statusCode: 404 } }),
+    ]);
     expect(completed[0]?.responseTime).toEqual(expect.any(Number));
     expect(completed[0]?.responseTime as number).toBeGreaterThanOrEqual(0);
-    // In order: arrival first, completion last.
-    expect(lines.map((line) => line.msg).filter((msg) => msg !== 'admin bootstrap')).toEqual(['incoming request', 'request rejected', 'request completed']);
+    expect(lines.map((line) => line.msg).filter((msg) => msg !== 'admin bootstrap')).toEqual(['request rejected', 'request completed']);
+  });
+
+  it('at debug: also a line when the request arrives, before anything else it logs', async () => {
+    const { app, lines } = await appLoggingAt('debug');
+    expect((await app.inject({ method: 'GET', url: '/posts/999', headers: { 'x-request-id': 'log-test-5' } })).statusCode).toBe(404);
+    const ours = lines.filter((line) => line.reqId === 'log-test-5');
+    expect(ours.map((line) => line.msg)).toEqual(['incoming request', 'request rejected', 'request completed']);
+    expect(ours[0]).toMatchObject({ level: 20, req: { method: 'GET', url: '/posts/999' } });
   });
 
   it('at warn: no request lines, but a failure is still logged at error with its request id and the error', async () => {

@@ -10,7 +10,8 @@ import { collect, connect, parseResponse } from './socket.js';
  */
 
 const GRACE_MS = 1500;
-const env = { SHUTDOWN_GRACE_MS: String(GRACE_MS), REQUEST_TIMEOUT_MS: '20000' };
+// At debug the server logs each request as it arrives, which is how these tests know a request is in flight.
+const env = { SHUTDOWN_GRACE_MS: String(GRACE_MS), REQUEST_TIMEOUT_MS: '20000', LOG_LEVEL: 'debug' };
 let db: E2eDatabase;
 
 beforeAll(async () => {

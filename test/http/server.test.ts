@@ -337,7 +337,8 @@ describe('processes started and stopped by the test', () => {
 
   it('SIGTERM drains: in-flight requests on keep-alive connections still complete with 201, then the process exits 0', async () => {
     // A costly password hash (64 MiB Argon2id): each sign-in takes a while.
-    const server = await startServer({ databaseUrl: db.url, env: { PASSWORD_HASH_MEMORY_KIB: '65536' } });
+    // At debug the server logs each request as it arrives (below, how the test knows all three are in flight).
+    const server = await startServer({ databaseUrl: db.url, env: { PASSWORD_HASH_MEMORY_KIB: '65536', LOG_LEVEL: 'debug' } });
     const credentials = { username: 'drain_user', password: 'drain password 1' };
     const created = await request(server.url, 'POST', '/users', { body: credentials });
     expect(created.status).toBe(201);
