@@ -7,7 +7,7 @@ import { createAdmin, signUp } from '../../test/helpers/factories.js';
 import { createFanout } from '../modules/feed/feed.fanout.js';
 import { POST_COLUMNS, findVisiblePost, visibleTo } from '../shared/visibility.js';
 import { hashToken } from '../shared/tokens.js';
-import { findCallerByTokenHash, findPublicPost, readFeedPage } from './hot-statements.js';
+import { findCallerByTokenHash, findReadablePost, readFeedPage } from './hot-statements.js';
 import type { Database, PostRow, Role } from './types.js';
 
 /**
@@ -42,19 +42,38 @@ async function feedPageByDefinition(
 }
 
 describe('hot statements', () => {
-  it('finds a public post exactly as the builder does for an anonymous reader, and no other post', async () => {
+  it('reads a post exactly as the builder does, for every kind of reader and every visibility', async () => {
     const app = await buildTestApp();
     const owner = await signUp(app);
-    const open = await publish(app, owner, 'for everyone');
-    const followersOnly = await publish(app, owner, 'for followers', 'followers');
-    const hidden = await publish(app, owner, 'for the owner', 'private');
+    const follower = await signUp(app);
+    const stranger = await signUp(app);
+    const admin = await createAdmin(app);
+    await follow(app, follower, owner);
+    const posts = [
+      await publish(app, owner, 'for everyone'),
+      await publish(app, owner, 'for followers', 'followers'),
+      await publish(app, owner, 'for the owner', 'private'),
+    ];
+    const ids = [...posts.map((post) => post.id), posts[2]!.id + 1000];
+    const readers = { anonymous: undefined, owner, follower, stranger, admin };
 
-    const row = await findPublicPost(app.store, open.id);
-    expect(row).toEqual(await findVisiblePost(app.db, open.id, undefined));
-    expect(row).toMatchObject({ id: open.id, owner_id: owner.id, title: 'for everyone', visibility: 'public' });
-    expect(await findPublicPost(app.store, followersOnly.id)).toBeUndefined();
-    expect(await findPublicPost(app.store, hidden.id)).toBeUndefined();
-    expect(await findPublicPost(app.store, hidden.id + 1000)).toBeUndefined();
+    const seen: Record<string, string[]> = {};
+    for (const [name, reader] of Object.entries(readers)) {
+      const viewer = reader && { id: reader.id, role: reader === admin ? ('admin' as const) : ('member' as const) };
+      for (const id of ids) {
+        const row = await findReadablePost(app.store, id, viewer);
+        expect(row).toEqual(await findVisiblePost(app.db, id, viewer));
+        if (row) (seen[name] ??= []).push(row.visibility);
+      }
+    }
+    // What CONTRACT §3 says each reader sees; the missing id is found by no one.
+    expect(seen).toEqual({
+      anonymous: ['public'],
+      owner: ['public', 'followers', 'private'],
+      follower: ['public', 'followers'],
+      stranger: ['public'],
+      admin: ['public', 'followers', 'private'],
+    });
   });
 
   it('finds the caller of a live token, and no caller for an unknown, expired or superseded one', async () => {

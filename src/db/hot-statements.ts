@@ -9,14 +9,51 @@ import type { PostRow, Role } from './types.js';
  */
 const POST_COLUMNS_SQL = 'id, owner_id, title, content, visibility, reply_count, recommend_count, created_at, updated_at';
 
-const PUBLIC_POST_BY_ID: PlainStatement = {
-  sqlite: `select ${POST_COLUMNS_SQL} from posts where id = ? and visibility = 'public'`,
-  postgres: `select ${POST_COLUMNS_SQL} from posts where id = $1 and visibility = 'public'`,
+/**
+ * `visibleTo` (src/shared/visibility.ts) for a signed-in member, written out over `posts`: the same three
+ * alternatives in the same order (a public post; their own; a followers-only post whose owner they follow, the
+ * same correlated lookup in `follows`). Both `?` take the member's id. For an admin `visibleTo` is no condition
+ * (`1 = 1`), so the statement leaves the predicate out.
+ */
+const VISIBLE_TO_MEMBER =
+  "(posts.visibility = 'public' or posts.owner_id = ? or " +
+  "(posts.visibility = 'followers' and exists " +
+  '(select follows.follower_id from follows where follows.followee_id = posts.owner_id and follows.follower_id = ?)))';
+
+/** `text` with its `?` placeholders numbered for PostgreSQL (`$1`, `$2`, …), in order. */
+function numbered(text: string): string {
+  let n = 0;
+  return text.replace(/\?/g, () => `$${++n}`);
+}
+
+const postByIdWhere = (condition: string): PlainStatement => {
+  const sqlite = `select ${POST_COLUMNS_SQL} from posts where posts.id = ?${condition}`;
+  return { sqlite, postgres: numbered(sqlite) };
 };
 
-/** The post with this id if it is public: what an anonymous reader may see (`findVisiblePost` without a viewer). */
-export async function findPublicPost(store: Store, id: number): Promise<PostRow | undefined> {
-  const rows = await store.query<PostRow>(PUBLIC_POST_BY_ID, [id]);
+/** Per kind of reader: anonymous (public posts only), member (VISIBLE_TO_MEMBER), admin (every post). */
+const POST_BY_ID = {
+  anonymous: postByIdWhere(" and posts.visibility = 'public'"),
+  member: postByIdWhere(` and ${VISIBLE_TO_MEMBER}`),
+  admin: postByIdWhere(''),
+};
+
+/**
+ * The post with this id if `viewer` may see it: `findVisiblePost` (src/shared/visibility.ts) as plain SQL, for
+ * `GET /posts/{id}`, the most frequent read, whether anonymous or signed in. Not for a write's transaction: it
+ * reads outside any (the store's read connection on SQLite, the pool on PostgreSQL).
+ */
+export async function findReadablePost(
+  store: Store,
+  id: number,
+  viewer: { id: number; role: Role } | undefined,
+): Promise<PostRow | undefined> {
+  const rows =
+    viewer === undefined
+      ? await store.query<PostRow>(POST_BY_ID.anonymous, [id])
+      : viewer.role === 'admin'
+        ? await store.query<PostRow>(POST_BY_ID.admin, [id])
+        : await store.query<PostRow>(POST_BY_ID.member, [id, viewer.id, viewer.id]);
   return rows[0];
 }
 
@@ -44,17 +81,6 @@ export async function findCallerByTokenHash(
   const rows = await store.query<{ tokenId: number; id: number; role: Role }>(CALLER_BY_TOKEN_HASH, [tokenHash, now]);
   return rows[0];
 }
-
-/**
- * `visibleTo` (src/shared/visibility.ts) for a signed-in member, written out over `posts`: the same three
- * alternatives in the same order (a public post; their own; a followers-only post whose owner they follow, the
- * same correlated lookup in `follows`). Both `?` take the member's id. For an admin `visibleTo` is no condition
- * (`1 = 1`), so the statement leaves the predicate out.
- */
-const VISIBLE_TO_MEMBER =
-  "(posts.visibility = 'public' or posts.owner_id = ? or " +
-  "(posts.visibility = 'followers' and exists " +
-  '(select follows.follower_id from follows where follows.followee_id = posts.owner_id and follows.follower_id = ?)))';
 
 /** The post columns but `id`, which each branch of the feed page takes from its own table (see feedPageStatement). */
 const POST_FIELDS_SQL =
@@ -102,8 +128,7 @@ function feedPageStatement(role: Role, limit: number): PlainStatement {
   const postgres =
     `(${written} order by feed_entries.post_id desc limit ${limit + 1}) union all ` +
     `(${queued} order by fanout_queue.post_id desc limit ${limit + 1}) ${page}`;
-  let n = 0;
-  return { sqlite: `${written} union all ${queued} ${page}`, postgres: postgres.replace(/\?/g, () => `$${++n}`) };
+  return { sqlite: `${written} union all ${queued} ${page}`, postgres: numbered(postgres) };
 }
 
 /** Built once per role and page size: at most two roles times the hundred page sizes the API allows. */
