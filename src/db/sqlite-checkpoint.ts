@@ -53,6 +53,9 @@ export function startCheckpointer(file: string, onError: (error: unknown) => voi
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
   return {
     async close() {
+      // Referenced again while it shuts down: with nothing else pending, an unreferenced thread's exit would not
+      // keep the process alive, and it would end (with code 0) before this promise, and whatever awaits it, settles.
+      worker.ref();
       worker.postMessage('close');
       await exited;
     },

@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { sql, type Kysely } from 'kysely';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { backend } from '../../test/helpers/database.js';
@@ -243,5 +245,28 @@ describe.skipIf(backend !== 'sqlite')('SqliteStore checkpoints', () => {
     expect(size()).toBe(before);
     await fill(1000);
     expect(size()).toBeGreaterThan(before + 5_000_000);
+  });
+
+  it('close() keeps the process alive until the thread has stopped, so a command line tool exits with its own code', async () => {
+    // A process with nothing else to do (the CLI's seed and backup commands): before, it could end with code 0 while
+    // close() still waited for the unreferenced thread, and never reach its own exit code. Five rounds, each a store
+    // opened, written and closed, then a line; the process then sets exit code 3. Runs the build (`npm test` makes it).
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corkboard-checkpoint-exit-'));
+    onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const storeModule = path.resolve('dist/src/db/sqlite-store.js');
+    const script = `
+      import { createSqliteStore } from ${JSON.stringify(storeModule)};
+      for (let round = 1; round <= 5; round++) {
+        const store = createSqliteStore(${JSON.stringify(path.join(dir, 'test.db'))}, { backgroundCheckpoint: true });
+        await store.transaction(({ db }) => db.schema.createTable('t' + round).addColumn('id', 'integer').execute());
+        await store.close();
+        console.log('closed ' + round);
+      }
+      process.exitCode = 3;`;
+    const outcome = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script]).then(
+      () => ({ code: 0, stdout: '' }),
+      (error: { code: number; stdout: string }) => ({ code: error.code, stdout: error.stdout }),
+    );
+    expect(outcome).toEqual({ code: 3, stdout: [1, 2, 3, 4, 5].map((round) => `closed ${round}\n`).join('') });
   });
 });
