@@ -57,15 +57,13 @@ export async function findReadablePost(
   return rows[0];
 }
 
+const CALLER_BY_TOKEN_HASH_SQL =
+  'select tokens.id as "tokenId", users.id as id, users.role as role from tokens ' +
+  'inner join users on users.id = tokens.user_id and users.password_version = tokens.password_version ' +
+  'where tokens.token_hash = ? and tokens.expires_at > ?';
 const CALLER_BY_TOKEN_HASH: PlainStatement = {
-  sqlite:
-    'select tokens.id as "tokenId", users.id as id, users.role as role from tokens ' +
-    'inner join users on users.id = tokens.user_id and users.password_version = tokens.password_version ' +
-    'where tokens.token_hash = ? and tokens.expires_at > ?',
-  postgres:
-    'select tokens.id as "tokenId", users.id as id, users.role as role from tokens ' +
-    'inner join users on users.id = tokens.user_id and users.password_version = tokens.password_version ' +
-    'where tokens.token_hash = $1 and tokens.expires_at > $2',
+  sqlite: CALLER_BY_TOKEN_HASH_SQL,
+  postgres: numbered(CALLER_BY_TOKEN_HASH_SQL),
 };
 
 /**
