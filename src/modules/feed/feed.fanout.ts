@@ -52,11 +52,11 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  *
  * A post of an owner with many followers (more than one transaction may write, see `perTransaction`) would make
  * one such transaction write an entry per follower, holding SQLite's write lock (or the owner's row on PostgreSQL)
- * for all of it while every other writer waits. Those posts are fanned out in chunks of followers instead, each its own transaction, alternating
- * with batches of the small posts queued behind them, so an ordinary post waits for one chunk, not the whole
- * fan-out. Read-time merging alone (never writing entries for such owners) was the alternative: it would make
- * every follower's feed read probe the big owners' posts on each page forever, while chunking costs the same
- * rows as before and keeps a feed read a range scan (bench/README.md, "A celebrity posts").
+ * for all of it while every other writer waits. Those posts are fanned out in chunks of followers instead, each
+ * its own transaction, alternating with batches of the small posts queued behind them, so an ordinary post waits
+ * for one chunk, not the whole fan-out. Read-time merging alone (never writing entries for such owners) was the
+ * alternative: it would make every follower's feed read probe the big owners' posts on each page forever, while
+ * chunking costs the same rows as before and keeps a feed read a range scan (bench/README.md, "A celebrity posts").
  *
  * Correctness against concurrent follows and unfollows is the same as if fan-out ran inside the create: the
  * owners' user rows are locked (in ascending id order) before the entries are written, and following or
@@ -157,9 +157,10 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
 
   /**
    * The next chunk of one big post: the entries of its next followers (as many as one transaction may write, by
-   * ascending id, after the last chunk's), in a transaction of its own, so that no transaction holds the write lock (SQLite) or the owner's
-   * row (PostgreSQL) for longer than one chunk takes. The last chunk also removes the post from the queue; until
-   * then feeds merge it in from the queue, so every follower sees it from the start. Answers 1 when it did work.
+   * ascending id, after the last chunk's), in a transaction of its own, so that no transaction holds the write
+   * lock (SQLite) or the owner's row (PostgreSQL) for longer than one chunk takes. The last chunk also removes the
+   * post from the queue; until then feeds merge it in from the queue, so every follower sees it from the start.
+   * Answers 1 when it did work.
    */
   const drainChunk = (post: { post_id: number; owner_id: number }) =>
     store.transaction(async (tx) => {
