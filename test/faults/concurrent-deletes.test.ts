@@ -105,7 +105,8 @@ async function run(servers: ServerProcess[], url: string) {
   const after = backend === 'postgres' ? await deadlocks(new URL(url).pathname.slice(1)) : 0;
   console.log(`[concurrent deletes, ${servers.length} process(es), ${backend}] DELETE times (ms): ${times.join(', ')}; deadlocks: ${after - before}`);
   for (const a of answers) expect(a.status, a.text).toBe(200);
-  for (const ms of times) expect(ms).toBeLessThan(2000);
+  // Promptly: under the 5 s statement timeout that a lock wait would end in (a deadlock shows in the counter).
+  for (const ms of times) expect(ms).toBeLessThan(4000);
   expect(after - before).toBe(0);
 
   const store = openDatabase(url);
@@ -144,7 +145,7 @@ async function run(servers: ServerProcess[], url: string) {
 }
 
 describe('users who all follow each other delete their accounts at once', () => {
-  it('one server: every DELETE 200 within 2 s, no deadlock, nothing left, counters right', async () => {
+  it('one server: every DELETE 200 in under 4 s, no deadlock, nothing left, counters right', async () => {
     db = await e2eDatabase();
     const server = await startServer({ databaseUrl: db.url });
     await run([server], db.url);

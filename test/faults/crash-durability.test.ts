@@ -145,5 +145,5 @@ describe('kill -9 under concurrent writes', () => {
     } finally {
       await store.close();
     }
-  });
+  }, 90_000);
 });

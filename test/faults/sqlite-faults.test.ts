@@ -113,8 +113,10 @@ describe.skipIf(backend !== 'sqlite')('SQLite under faults', () => {
       `[sqlite lock] ${readMs.length} reads during the lock: p50 ${percentile(readMs, 0.5)} ms, max ${Math.max(...readMs)} ms; ` +
         `writes answered 503 after ${written.map((w) => w.ms).join(', ')} ms`,
     );
-    expect(percentile(readMs, 0.5)).toBeLessThan(50);
-    expect(Math.max(...readMs)).toBeLessThan(500);
+    // A read held up by the lock (or by a write waiting on it in the event loop) would take the whole timeout; the
+    // bounds leave room for a loaded machine and stay under it.
+    expect(percentile(readMs, 0.5)).toBeLessThan(TIMEOUT_MS / 4);
+    expect(Math.max(...readMs)).toBeLessThan(TIMEOUT_MS);
     for (const { res, ms } of written) {
       expect(res.status, res.text).toBe(503);
       expect(res.headers.get('retry-after')).toMatch(/^\d+$/);

@@ -153,7 +153,7 @@ describe('fan-out worker', () => {
     const second = await buildApp(testConfig(), { store, logger: false, migrate: false });
     onTestFinished(() => second.fanout.close());
     await second.ready();
-    await expect.poll(() => queued(second)).toEqual([]);
+    await expect.poll(() => queued(second), { timeout: 10_000 }).toEqual([]);
     expect(await entries(second)).toEqual([{ user_id: reader.id, post_id: post.id, owner_id: owner.id }]);
   });
   it('fans a post of an owner with many followers out in chunks of followers, one transaction each, with the small posts behind it taken first', async () => {
