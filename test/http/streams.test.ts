@@ -124,8 +124,7 @@ describe('event streams', () => {
     expect(JSON.parse((await stream.next(isPost('post.deleted', kept.id))).data)).toEqual({ id: kept.id });
 
     // Quiet for over STREAM_HEARTBEAT_SECONDS: a comment keeps the connection alive.
-    await new Promise((r) => setTimeout(r, 2200));
-    expect(stream.comments).toContain(': keep-alive');
+    await expect.poll(() => stream.comments, { timeout: 10_000, interval: 200 }).toContain(': keep-alive');
 
     // Without the Accept header the route still answers JSON.
     const json = await request(server.url, 'GET', '/posts');
@@ -390,7 +389,7 @@ describe('event stream limits and shutdown', () => {
 
     // A closed stream frees its place.
     streams[0]!.close();
-    await new Promise((r) => setTimeout(r, 200));
+    await expect.poll(() => metric(server.url, 'corkboard_streams_open'), { timeout: 10_000, interval: 100 }).toBe(2);
     streams[0] = await openSse(server.url, '/posts', { token: member.token });
     expect(streams[0].status).toBe(200);
 
