@@ -359,6 +359,45 @@ describe('event streams', () => {
   });
 });
 
+describe('event streams after a time with none open', () => {
+  let db: E2eDatabase;
+  let server: ServerProcess;
+  beforeAll(async () => {
+    db = await e2eDatabase();
+    server = await startServer({ databaseUrl: db.url });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+    await killLeftovers();
+    await db?.drop();
+  }, 60_000);
+
+  // With no stream open the server does not read the event log back after each write; a stream that opens later
+  // must still start at the end of the log, and a resume must still replay everything after its id.
+  it('a new stream starts at the end of the log and gets the next post; a resume replays what was written meanwhile', async () => {
+    const author = await signUp(server.url, 'idle_author');
+    const first = await openSse(server.url, '/posts');
+    const before = await post(server.url, author, { title: 'seen live' });
+    const seen = await first.next(isPost('post.created', before.id));
+    first.close();
+    await expect.poll(() => metric(server.url, 'corkboard_streams_open'), { timeout: 10_000, interval: 100 }).toBe(0);
+
+    const meanwhile = [await post(server.url, author), await post(server.url, author), await post(server.url, author)];
+    const fresh = await openSse(server.url, '/posts');
+    expect(fresh.status).toBe(200);
+    const next = await post(server.url, author, { title: 'after opening' });
+    await fresh.next(isPost('post.created', next.id));
+    expect(postIds(fresh)).toEqual([next.id]);
+
+    const resumed = await openSse(server.url, '/posts', { lastEventId: seen.id });
+    await resumed.next(isPost('post.created', next.id));
+    expect(postIds(resumed)).toEqual([...meanwhile.map((p) => p.id), next.id]);
+    expect(resumed.events.every((e) => e.event !== 'reset')).toBe(true);
+    fresh.close();
+    resumed.close();
+  });
+});
+
 describe('event stream limits and shutdown', () => {
   let db: E2eDatabase;
   let server: ServerProcess;

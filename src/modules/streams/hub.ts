@@ -67,6 +67,10 @@ export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
  * commit, by PostgreSQL's NOTIFY for commits of other processes, and by a slow poll as a safety net. A subscriber
  * resuming from Last-Event-ID is caught up inside the same serialised run (replay up to `position`, then live), so
  * nothing is sent twice and nothing falls between replay and live.
+ *
+ * While no stream is open the pump does not run: a kick only marks the hub `idle` (every post write kicks it, and
+ * reading the log back after each one cost a post write about a fifth of its CPU for nobody). The next run first
+ * moves `position` to the end of the log; a stream that opens meanwhile joins in that run, before its answer starts.
  */
 export class StreamHub {
   private readonly subscribers = new Set<Subscriber>();
@@ -78,6 +82,10 @@ export class StreamHub {
   private started: Promise<void> | undefined;
   private running = false;
   private again = false;
+  /** Kicks were skipped while no stream was open: `position` may be behind the end of the log. */
+  private idle = false;
+  /** Streams opening while idle, each with what lets its opening go on once the pump has placed it. */
+  private readonly joining = new Map<Subscriber, () => void>();
   private timers: NodeJS.Timeout[] = [];
   private closed = false;
   private readonly openGauge: Gauge;
@@ -145,7 +153,14 @@ export class StreamHub {
     if (sub.caller) this.perUser.set(sub.caller.id, (this.perUser.get(sub.caller.id) ?? 0) + 1);
     this.openGauge.set(this.subscribers.size);
     this.write(sub, `retry: ${RETRY_MS}\n\n`);
-    if (lastEventId === undefined) {
+    if (lastEventId === undefined && this.idle) {
+      // `position` may be far behind: the pump places the stream at the end of the log. The answer starts only
+      // then (openStream awaits this), so a post the client writes once it sees the stream open is delivered.
+      await new Promise<void>((resolve) => {
+        this.joining.set(sub, resolve);
+        this.kick();
+      });
+    } else if (lastEventId === undefined) {
       sub.cursor = this.position;
       sub.live = true;
     } else {
@@ -159,6 +174,8 @@ export class StreamHub {
     if (!this.subscribers.delete(sub)) return;
     sub.closed = true;
     this.pending.delete(sub);
+    this.joining.get(sub)?.();
+    this.joining.delete(sub);
     if (sub.caller) {
       const left = (this.perUser.get(sub.caller.id) ?? 1) - 1;
       if (left > 0) this.perUser.set(sub.caller.id, left);
@@ -212,6 +229,10 @@ export class StreamHub {
       this.again = true;
       return;
     }
+    if (this.subscribers.size === 0) {
+      this.idle = true;
+      return;
+    }
     this.running = true;
     void this.pump()
       .catch((error: unknown) => {
@@ -227,6 +248,17 @@ export class StreamHub {
   private async pump(): Promise<void> {
     do {
       this.again = false;
+      if (this.idle) {
+        // Nothing was read while no stream was open: go on from the end of the log, not from where reading stopped.
+        this.position = Math.max(this.position, (await this.events.bounds()).last);
+        this.idle = false;
+      }
+      for (const [sub, joined] of this.joining) {
+        sub.cursor = this.position;
+        sub.live = true;
+        joined();
+      }
+      this.joining.clear();
       for (const sub of [...this.pending]) {
         await this.catchUp(sub);
         this.pending.delete(sub);

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
 import { signUp } from '../../../test/helpers/factories.js';
 
@@ -44,6 +44,20 @@ describe('stream event log', () => {
     const row = await write(app, async (db) => db.insertInto('posts').values(post).returningAll().executeTakeFirstOrThrow());
     await app.store.transaction((tx) => app.postChanges.record(tx, { kind: 'created', post: row }));
     expect((await events(app)).map((e) => e.id)).toEqual([1]);
+  });
+
+  it('is not read back after writes while no stream is open (the hub only notes that it is behind)', async () => {
+    const app = await buildTestApp();
+    await app.ready();
+    const reads = vi.spyOn(app.streams['events'], 'after');
+    const user = await signUp(app);
+    for (let i = 0; i < 3; i++) {
+      const res = await call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title: `t${i}`, content: 'c' } });
+      expect(res.statusCode).toBe(201);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(reads).not.toHaveBeenCalled();
+    expect((await events(app)).map((e) => e.id)).toEqual([1, 2, 3]);
   });
 
   it('answers JSON without Accept: text/event-stream, and a HEAD never opens a stream', async () => {
