@@ -359,22 +359,34 @@ describe('event streams', () => {
   });
 });
 
-describe('event streams after a time with none open', () => {
-  let db: E2eDatabase;
-  let server: ServerProcess;
+/** A server on a database of its own for the tests of one describe block: started before them, stopped after. */
+function ownServer(env: Record<string, string> = {}): { readonly server: ServerProcess } {
+  let db: E2eDatabase | undefined;
+  let server: ServerProcess | undefined;
   beforeAll(async () => {
     db = await e2eDatabase();
-    server = await startServer({ databaseUrl: db.url });
+    server = await startServer({ databaseUrl: db.url, env });
   }, 60_000);
   afterAll(async () => {
     await server?.stop();
     await killLeftovers();
     await db?.drop();
   }, 60_000);
+  return {
+    get server() {
+      if (!server) throw new Error('the server has not started');
+      return server;
+    },
+  };
+}
+
+describe('event streams after a time with none open', () => {
+  const own = ownServer();
 
   // With no stream open the server does not read the event log back after each write; a stream that opens later
   // must still start at the end of the log, and a resume must still replay everything after its id.
   it('a new stream starts at the end of the log and gets the next post; a resume replays what was written meanwhile', async () => {
+    const { server } = own;
     const author = await signUp(server.url, 'idle_author');
     const first = await openSse(server.url, '/posts');
     const before = await post(server.url, author, { title: 'seen live' });
@@ -399,20 +411,10 @@ describe('event streams after a time with none open', () => {
 });
 
 describe('event stream limits and shutdown', () => {
-  let db: E2eDatabase;
-  let server: ServerProcess;
-
-  beforeAll(async () => {
-    db = await e2eDatabase();
-    server = await startServer({ databaseUrl: db.url, env: { STREAM_MAX_PER_USER: '2', STREAM_MAX: '3' } });
-  }, 60_000);
-  afterAll(async () => {
-    await server?.stop();
-    await killLeftovers();
-    await db?.drop();
-  }, 60_000);
+  const own = ownServer({ STREAM_MAX_PER_USER: '2', STREAM_MAX: '3' });
 
   it('answers 429 past STREAM_MAX_PER_USER and 503 with Retry-After past STREAM_MAX; SIGTERM ends every stream and exits 0', async () => {
+    const { server } = own;
     const member = await signUp(server.url, 'limit_member');
     const streams = [await openSse(server.url, '/posts', { token: member.token }), await openSse(server.url, '/posts', { token: member.token })];
     expect(streams.map((s) => s.status)).toEqual([200, 200]);

@@ -68,9 +68,10 @@ export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
  * resuming from Last-Event-ID is caught up inside the same serialised run (replay up to `position`, then live), so
  * nothing is sent twice and nothing falls between replay and live.
  *
- * While no stream is open the pump does not run: a kick only marks the hub `idle` (every post write kicks it, and
- * reading the log back after each one cost a post write about a fifth of its CPU for nobody). The next run first
- * moves `position` to the end of the log; a stream that opens meanwhile joins in that run, before its answer starts.
+ * While no stream is open the pump does not run: a kick only marks the hub `idle`. Every post write kicks it, and
+ * reading the log back after each one was work for nobody (bench/README.md, "the stream pump with no stream open").
+ * The next run first moves `position` to the end of the log; a stream that opens meanwhile joins in that run,
+ * before its answer starts.
  */
 export class StreamHub {
   private readonly subscribers = new Set<Subscriber>();
