@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { e2eDatabase, killLeftovers, startServer, type E2eDatabase } from '../helpers/server-process.js';
+import { GRACE_OVER, e2eDatabase, killLeftovers, startServer, type E2eDatabase } from '../helpers/server-process.js';
 import { collect, connect, parseResponse } from './socket.js';
 
 /**
@@ -16,7 +16,6 @@ const GRACE_MS = 1500;
  * password) is never cut off by it; what they check must happen without waiting for it.
  */
 const LONG_GRACE_MS = 10_000;
-const GRACE_OVER = 'shutdown grace period over: closing the connections still open';
 let db: E2eDatabase;
 
 beforeAll(async () => {

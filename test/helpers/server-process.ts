@@ -24,6 +24,9 @@ export const SERVER_ENTRY = process.env.CORKBOARD_E2E_SERVER
 /** The base of links and Locations in spawned servers: deliberately not the address the tests connect to. */
 export const E2E_PUBLIC_URL = 'http://corkboard.e2e';
 
+/** What a spawned server logs when its shutdown grace period runs out and it cuts off the connections still open. */
+export const GRACE_OVER = 'shutdown grace period over: closing the connections still open';
+
 // The server's environment is built from scratch: nothing of the shell that runs the tests (a DATABASE_URL, a
 // PORT, a LOG_LEVEL) may leak into it. Only what a Node process needs to run is passed through.
 const PASSED_THROUGH = ['PATH', 'HOME', 'TMPDIR', 'TEMP', 'TMP', 'LANG', 'SYSTEMROOT', 'TZ'];

@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { backend } from '../helpers/database.js';
 import {
   E2E_PUBLIC_URL,
+  GRACE_OVER,
   e2eDatabase,
   killLeftovers,
   openDatabase,
@@ -360,7 +361,7 @@ describe('processes started and stopped by the test', () => {
     expect(await exit).toEqual({ code: 0, signal: null });
     // Without waiting out the 10 s grace period (as it would if it waited for the keep-alive clients to hang up).
     expect(Date.now() - started).toBeLessThan(10_000);
-    expect(server.logs().some((line) => line.msg === 'shutdown grace period over: closing the connections still open')).toBe(false);
+    expect(server.logs().some((line) => line.msg === GRACE_OVER)).toBe(false);
     // The half-sent request completed after the shutdown began.
     const messages = server.logs().map((line) => `${String(line.reqId ?? '')} ${String(line.msg)}`);
     expect(messages.indexOf('drain-upload request completed')).toBeGreaterThan(messages.indexOf(' shutting down'));
