@@ -14,20 +14,44 @@ function operations(app: FastifyInstance, wanted: (security: Array<Record<string
   );
 }
 
+/** A well-formed body for each operation that takes one, so that only the missing token is wrong. */
+const VALID_BODIES: Record<string, object> = {
+  changePassword: { currentPassword: 'password 123', newPassword: 'password 456' },
+  createBoard: { title: 'T', content: 'C' },
+  createFollower: { id: 1 },
+  createPost: { title: 'T', content: 'C' },
+  createRecommend: { id: 1 },
+  createReply: { content: 'C' },
+  replaceBoard: { title: 'T', content: 'C' },
+  replacePost: { title: 'T', content: 'C', visibility: 'public' },
+  replaceReply: { content: 'C' },
+  replaceUser: { username: 'someone', displayName: '', bio: '' },
+};
+
 /**
- * The security a route declares in the OpenAPI document is the security it enforces: every operation that
- * requires a bearer token answers an anonymous caller 401 first, even when its path id is malformed and its body
- * is not JSON at all (no 400 or 415 that would tell an anonymous caller anything about the request).
+ * The security a route declares in the OpenAPI document is the security it enforces, in the contract's order of
+ * answers (CONTRACT §6.1): a malformed request is 400 (or 415) whoever sends it, then a well-formed one without a
+ * token is 401, before anything is looked up (the ids here name nothing).
  */
 describe('routes that require a bearer token', () => {
-  it('answer 401 with WWW-Authenticate before anything else, for every such operation in the document', async () => {
+  it('answer a malformed request 400 or 415 and a well-formed one without a token 401, for every such operation in the document', async () => {
     const app = await buildTestApp();
     const checked: string[] = [];
     for (const { path, method, op } of operations(app, (security) => security.every((r) => 'bearerAuth' in r))) {
-      const url = path.replace(/\{[^}]+\}/g, 'not-an-id');
-      const board = url.startsWith('/boards');
-      const res = await app.inject({ method, url, payload: 'not json', headers: { 'content-type': 'text/plain' } });
-      expect(res.statusCode, `${method} ${path}`).toBe(401);
+      const board = path.startsWith('/boards');
+      const malformed = await app.inject({
+        method,
+        url: path.replace(/\{[^}]+\}/g, 'not-an-id'),
+        payload: 'not json',
+        headers: { 'content-type': 'text/plain' },
+      });
+      expect([400, 415], `${method} ${path}: ${malformed.body}`).toContain(malformed.statusCode);
+      expect(malformed.headers['www-authenticate'], `${method} ${path}`).toBeUndefined();
+
+      const body = VALID_BODIES[op.operationId];
+      const url = path.replace(/\{[^}]+\}/g, '424242');
+      const res = await app.inject(body ? { method, url, payload: body } : { method, url });
+      expect(res.statusCode, `${method} ${path}: ${res.body}`).toBe(401);
       expect(res.headers['www-authenticate'], `${method} ${path}`).toMatch(/^Bearer/);
       expect(res.json(), `${method} ${path}`).toMatchObject(board ? { code: '401', data: null } : { status: 401 });
       checked.push(op.operationId);

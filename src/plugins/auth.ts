@@ -34,7 +34,7 @@ const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-._~+/]+=*)[ \t]*$/i;
  */
 const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
 
-/** OpenAPI security requirements. A route that declares `bearer` is authenticated before anything else. */
+/** OpenAPI security requirements. A route that declares `bearer` is authenticated right after its input is validated. */
 export const bearer: Array<Record<string, string[]>> = [{ bearerAuth: [] }];
 /** The token is optional: without one the caller is anonymous (and sees what anonymous callers may see). */
 export const optionalBearer: Array<Record<string, string[]>> = [{}, { bearerAuth: [] }];
@@ -78,10 +78,12 @@ export default fp<AuthOptions>(
     };
     app.decorate('auth', { optional, required });
 
-    // The security a route declares in its schema (and so in the OpenAPI document) is the security it enforces:
-    // - a route that requires a bearer token authenticates first, before its body is read or its input validated,
-    //   so every such route answers an anonymous caller 401 whatever else is wrong with the request. Handlers then
-    //   get the (memoised) caller from `app.auth.required`;
+    // The security a route declares in its schema (and so in the OpenAPI document) is the security it enforces,
+    // checked first thing after validation. The contract's order of answers (CONTRACT §6.1) is 400 for a malformed
+    // request, then 401, then 404, 403 and 412 from the handler: a malformed id, body or query is 400 whoever sends
+    // it, and a well-formed request without a valid token is 401 before anything is looked up.
+    // - a route that requires a bearer token answers an anonymous caller 401. Handlers then get the (memoised)
+    //   caller from `app.auth.required`;
     // - a route where the token is optional (public reads) answers 401 to a token that is invalid, expired or
     //   revoked, whether or not its answer depends on the caller, so a client learns at once that its token is
     //   dead rather than silently seeing less (RFC 6750 §3.1, invalid_token). Without an Authorization header the
@@ -97,9 +99,9 @@ export default fp<AuthOptions>(
       const security = route.schema?.security;
       if (!security || security.length === 0) return;
       if (security.every((requirement) => 'bearerAuth' in requirement)) {
-        route.onRequest = [authenticate, ...[route.onRequest ?? []].flat()];
+        route.preHandler = [authenticate, ...[route.preHandler ?? []].flat()];
       } else if (security.some((requirement) => 'bearerAuth' in requirement)) {
-        route.onRequest = [checkOptional, ...[route.onRequest ?? []].flat()];
+        route.preHandler = [checkOptional, ...[route.preHandler ?? []].flat()];
       }
     });
   },

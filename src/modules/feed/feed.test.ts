@@ -154,7 +154,7 @@ describe('GET /users/{user_id}/feed', () => {
   it.each([
     ['no token', 'none', 'self', 401],
     ['a garbage token', 'garbage', 'self', 401],
-    ['no token and a malformed user id (401 before validation)', 'none', 'abc', 401],
+    ['no token and a malformed user id (400 before 401, CONTRACT §6.1)', 'none', 'abc', 400],
     ['another member', 'other', 'self', 403],
     ['a member asking for a user that does not exist', 'other', 'missing', 404],
     ['an admin asking for a user that does not exist', 'admin', 'missing', 404],

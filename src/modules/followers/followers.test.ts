@@ -107,11 +107,11 @@ describe('POST /users/{user_id}/followers', () => {
   });
 
   // Users: `a` (the would-be follower), `b` (the followee), `c` (a third member), an admin. Order of the checks:
-  // 401 → 400 (body) → 404 (path user) → 403 → 400 (self) → 400 (no such follower) → 409.
+  // 400 (malformed: path, body) → 401 → 404 (path user) → 403 → 400 (self) → 400 (no such follower) → 409.
   it.each([
     ['no token', 'none', 'b', { id: 'a' }, 401, undefined],
     ['a garbage token', 'garbage', 'b', { id: 'a' }, 401, undefined],
-    ['no token and an invalid body (401 first)', 'none', 'b', { id: 'x', extra: 1 }, 401, undefined],
+    ['no token and an invalid body (400 first, CONTRACT §6.1)', 'none', 'b', { id: 'a', extra: 1 }, 400, 'extra'],
     ['no token and a path user that does not exist', 'none', 'missing', { id: 'a' }, 401, undefined],
     ['a missing id', 'a', 'b', {}, 400, 'id'],
     ['a string id', 'a', 'b', { id: 'a', asString: true }, 400, 'id'],
@@ -161,12 +161,14 @@ describe('POST /users/{user_id}/followers', () => {
     await expectCounts(app, users.c!, 0, 1);
   });
 
-  it('answers 401 before looking at a body that is not JSON', async () => {
+  it('answers 400 to a body that is not JSON before asking for a token (a malformed request comes first)', async () => {
     const app = await buildTestApp();
     const b = await signUp(app);
     const res = await app.inject({ method: 'POST', url: `/users/${b.id}/followers`, payload: '{"id":', headers: { 'content-type': 'application/json' } });
-    expect(res.statusCode).toBe(401);
-    expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
+    expect(res.statusCode).toBe(400);
+    expect(res.headers['www-authenticate']).toBeUndefined();
+    expect(res.json().errors).toEqual([expect.objectContaining({ field: 'body' })]);
+    expect(await followRows(app)).toEqual([]);
   });
 
   it('of two identical follows racing, one is 201 and the other 409, and the counters move once', async () => {

@@ -93,7 +93,7 @@ describe('POST /users/{user_id}/posts', () => {
   it.each([
     ['no token', 'none', 'self', { title: 'T', content: 'C' }, 401, undefined],
     ['a garbage token', 'garbage', 'self', { title: 'T', content: 'C' }, 401, undefined],
-    ['no token and an invalid body (401 before validation)', 'none', 'self', { title: '' }, 401, undefined],
+    ['no token and an invalid body (400 before 401, CONTRACT §6.1)', 'none', 'self', { title: '' }, 400, 'title'],
     ['another member', 'other', 'self', { title: 'T', content: 'C' }, 403, undefined],
     ['an admin for another user', 'admin', 'self', { title: 'T', content: 'C' }, 403, undefined],
     ['a user that does not exist', 'other', 'missing', { title: 'T', content: 'C' }, 404, undefined],
@@ -394,7 +394,7 @@ describe('PUT /posts/{post_id}', () => {
   it.each([
     ['no token', 'none', 'public', {}, 401, undefined],
     ['a garbage token', 'garbage', 'public', {}, 401, undefined],
-    ['no token and an invalid body (401 before validation)', 'none', 'public', { title: undefined }, 401, undefined],
+    ['no token and an invalid body (400 before 401, CONTRACT §6.1)', 'none', 'public', { title: undefined }, 400, 'title'],
     ['a missing visibility (not a patch)', 'owner', 'public', { visibility: undefined }, 400, 'visibility'],
     ['a missing title (not a patch)', 'owner', 'public', { title: undefined }, 400, 'title'],
     ['a blank content', 'owner', 'public', { content: ' ' }, 400, 'content'],
@@ -470,7 +470,7 @@ describe('DELETE /posts/{post_id}', () => {
   it.each([
     ['no token', 'none', 'public', 401],
     ['a garbage token', 'garbage', 'public', 401],
-    ['no token and a malformed id (401 before validation)', 'none', 'abc', 401],
+    ['no token and a malformed id (400 before 401, CONTRACT §6.1)', 'none', 'abc', 400],
     ['another member on a post they see', 'stranger', 'public', 403],
     ['a follower on a followers-only post', 'follower', 'followers', 403],
     ['another member on a post they do not see (as if missing: 400)', 'stranger', 'private', 400],
