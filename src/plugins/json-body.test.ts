@@ -63,6 +63,46 @@ describe('JSON request bodies are UTF-8', () => {
   });
 });
 
+/**
+ * Many client libraries set `Content-Type: application/json` on every request, a body-less DELETE included. An
+ * operation without a body reads an empty one as none; one that takes a body still refuses it.
+ */
+describe('an empty body sent as application/json', () => {
+  it.each([
+    ['DELETE /posts/{id}', 'post'],
+    ['DELETE /boards/{id}', 'board'],
+  ])('is no body on %s: 200, and the resource is gone', async (_case, kind) => {
+    const app = await buildTestApp();
+    const author = await signUp(app);
+    const created =
+      kind === 'post'
+        ? await call(app, 'POST', `/users/${author.id}/posts`, { token: author.token, body: { title: 'T', content: 'C' } })
+        : await call(app, 'POST', '/boards', { token: author.token, body: { title: 'T', content: 'C' } });
+    expect(created.statusCode).toBe(201);
+    const location = new URL(created.headers.location as string).pathname;
+    const res = await app.inject({
+      method: 'DELETE',
+      url: location,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${author.token}` },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(await app.db.selectFrom(kind === 'post' ? 'posts' : 'boards').select('id').execute()).toEqual([]);
+  });
+
+  it('is still a 400 naming the body on an operation that takes one', async () => {
+    const app = await buildTestApp();
+    const author = await signUp(app);
+    const res = await app.inject({
+      method: 'POST',
+      url: `/users/${author.id}/posts`,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${author.token}` },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().errors).toEqual([expect.objectContaining({ field: 'body' })]);
+    expect(await app.db.selectFrom('posts').select('id').execute()).toEqual([]);
+  });
+});
+
 describe('declaredCharset', () => {
   it.each([
     ['application/json', undefined],

@@ -54,6 +54,12 @@ export default fp(
         return;
       }
       const bytes = body as Buffer;
+      // A client library that sets `Content-Type: application/json` on every request sends it on a DELETE with no
+      // body too. An operation that takes no body has nothing to parse: an empty one is no body, not malformed JSON.
+      if (bytes.length === 0 && request.routeOptions.schema?.body === undefined) {
+        done(null, undefined);
+        return;
+      }
       if (!isUtf8(bytes)) {
         done(new AppError(400, 'The request body is not valid UTF-8', [{ field: 'body', message: 'is not valid UTF-8' }]), undefined);
         return;
