@@ -44,7 +44,8 @@ export class DatabaseUnavailableError extends Error {
  * - SQLite: busy or locked past the timeout, a full disk, I/O errors, a file that cannot be opened or is read-only;
  * - PostgreSQL: statement timeout or lock timeout (57014, 55P03), an administrator's shutdown or a crash (57P0x),
  *   connection failures (class 08), too many connections or out of resources (class 53), deadlocks or
- *   serialization failures still failing after the retries (40P01, 40001);
+ *   serialization failures still failing after the retries (40P01, 40001), and any error of severity FATAL (the
+ *   server ending the session: its database dropped or closed to connections, the role refused);
  * - Node: a socket to the server refused, reset or timed out, and node-postgres's own "Connection terminated".
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
@@ -52,6 +53,9 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   const code = codeOf(error);
   if (/^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY|PROTOCOL|NOMEM)/.test(code)) return true;
   if (['57014', '55P03', '40P01', '40001'].includes(code) || /^(57P0|08|53)/.test(code)) return true;
+  // A FATAL error ends the session: the server refused or dropped the connection (its database dropped or not
+  // accepting connections, the role refused), whatever the SQLSTATE.
+  if (/^(FATAL|PANIC)$/.test(String((error as { severity?: unknown } | null)?.severity ?? ''))) return true;
   if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH'].includes(code)) return true;
   const message = error instanceof Error ? error.message : '';
   // Kysely's answer once the store is closed (a request still running during shutdown).

@@ -172,7 +172,9 @@ function wrapPool(pool: pg.Pool, nameOf: (text: string) => string | undefined, m
         if (error instanceof Error && /timeout exceeded/.test(error.message) && pool.totalCount >= max) {
           throw new DatabaseUnavailableError(`all ${max} PostgreSQL connections stayed busy for the whole wait`, { cause: error });
         }
-        throw error;
+        // Whatever stops a new connection (the database dropped or not accepting connections, a role refused,
+        // the server down) is the database being unavailable, never a fault of the request: a 503.
+        throw new DatabaseUnavailableError('could not connect to PostgreSQL', { cause: error });
       }
       return {
         async query<R>(text: unknown, values: ReadonlyArray<unknown> = []): Promise<PostgresQueryResult<R>> {

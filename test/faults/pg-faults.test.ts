@@ -126,6 +126,35 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     expect(server.logs().filter((line) => Number(line.level) >= 50 && line.msg !== 'request failed')).toEqual([]);
   });
 
+  it('refusing connections (ALLOW_CONNECTIONS false): 503 with Retry-After and the server\'s reason logged, not 500; back once allowed', async () => {
+    const db = await freshDb();
+    const server = await startServer({ databaseUrl: db.url, env: { DB_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) } });
+    const { token, userId } = await signedUp(server, 'refused_user');
+    const adminUrl = new URL(db.url);
+    adminUrl.pathname = '/postgres';
+    const admin = await client(adminUrl.toString());
+    const name = dbName(db.url);
+    const allow = (on: boolean) => admin.query(`alter database "${name}" allow_connections ${on}`);
+    cleanups.push(() => allow(true));
+
+    await allow(false);
+    // The server's pooled connections go too: every request now needs a new connection, which PostgreSQL refuses
+    // with 55000 ("not currently accepting connections").
+    await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name]);
+    expect503(await request(server.url, 'GET', `/users/${userId}`));
+    expect503(await request(server.url, 'POST', `/users/${userId}/posts`, { token, body: { title: 'refused', content: 'x' } }));
+    const boards = await request(server.url, 'GET', '/boards/list');
+    expect(boards.status, boards.text).toBe(503);
+    expect(boards.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(boards.json()).toMatchObject({ code: '503', data: null });
+    const failed = await server.waitForLog((line) => line.msg === 'request failed');
+    expect(JSON.stringify(failed)).toMatch(/not currently accepting connections|55000|terminating connection|57P01/);
+
+    await allow(true);
+    expect((await request(server.url, 'GET', '/health')).status).toBe(200);
+    expect((await request(server.url, 'GET', `/users/${userId}`)).status).toBe(200);
+  });
+
   it('backends terminated mid-load: only 2xx or 503 with Retry-After, never 500; the pool reconnects', async () => {
     const db = await freshDb();
     const server = await startServer({ databaseUrl: db.url, env: { DB_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) } });
