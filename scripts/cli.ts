@@ -103,7 +103,7 @@ async function main(argv: string[]): Promise<number> {
         process.stderr.write('a password of 8 to 256 characters is needed (ADMIN_PASSWORD or stdin)\n');
         return 2;
       }
-      const outcome = await ensureAdmin(store, username, password, config.passwordHashMemoryKib);
+      const outcome = await ensureAdmin(store, username, password, config.passwordHashMemoryKib, { promote: true });
       process.stdout.write(`${username}: ${outcome}\n`);
       return 0;
     }

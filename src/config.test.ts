@@ -132,3 +132,36 @@ describe.each([
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
   });
 });
+
+describe('loadConfig ADMIN_USERNAME and ADMIN_PASSWORD', () => {
+  it('takes a bootstrap admin held to the sign-up rules', () => {
+    const config = loadConfig({ ADMIN_USERNAME: 'root_admin', ADMIN_PASSWORD: 'long enough' });
+    expect(config).toMatchObject({ adminUsername: 'root_admin', adminPassword: 'long enough' });
+  });
+
+  it.each([
+    ['ADMIN_USERNAME', { ADMIN_USERNAME: 'ab', ADMIN_PASSWORD: 'long enough' }],
+    ['ADMIN_USERNAME', { ADMIN_USERNAME: 'bad-name', ADMIN_PASSWORD: 'long enough' }],
+    ['ADMIN_PASSWORD', { ADMIN_USERNAME: 'root_admin', ADMIN_PASSWORD: 'short' }],
+    ['ADMIN_PASSWORD', { ADMIN_USERNAME: 'root_admin', ADMIN_PASSWORD: 'x'.repeat(257) }],
+    ['ADMIN_PASSWORD', { ADMIN_USERNAME: 'root_admin' }],
+  ])('rejects a bad %s, naming it', (name, env) => {
+    expect(() => loadConfig(env)).toThrow(new RegExp(`^${name}: `));
+  });
+});
+
+describe('loadConfig DATABASE_URL, DATABASE_DIRECT_URL and HOST', () => {
+  it.each([
+    ['DATABASE_URL', 'postgres://postgres@127.0.0.1:notaport/x'],
+    ['DATABASE_URL', 'mysql://x'],
+    ['DATABASE_DIRECT_URL', 'postgres://host:99999999/db'],
+    ['HOST', 'bad host'],
+    ['HOST', 'a/b'],
+  ])('rejects %s=%s, naming it', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
+  });
+
+  it.each(['127.0.0.1', '0.0.0.0', '::', '::1', 'localhost', 'api.internal'])('takes HOST=%s', (host) => {
+    expect(loadConfig({ HOST: host }).host).toBe(host);
+  });
+});

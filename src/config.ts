@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { Type, type Static } from 'typebox';
 import { Value } from 'typebox/value';
 import { URL_CHARACTER_CLASS } from './shared/links.js';
+import { USERNAME_PATTERN } from './shared/schemas.js';
 
 /**
  * The whole configuration, read from the environment in this one place (CONTRACT §5).
@@ -9,7 +10,8 @@ import { URL_CHARACTER_CLASS } from './shared/links.js';
  */
 export const ConfigSchema = Type.Object({
   port: Type.Integer({ minimum: 0, maximum: 65535 }),
-  host: Type.String({ minLength: 1 }),
+  /** An IP address or a host name (letters, digits, hyphens, dots), checked before listen() would fail on it. */
+  host: Type.String({ pattern: '^([0-9A-Za-z.-]+|[0-9A-Fa-f:.]+(%[0-9A-Za-z]+)?)$' }),
   /** `sqlite:<path>`, `sqlite::memory:` or `postgres://…` */
   databaseUrl: Type.String({ pattern: '^(sqlite:.+|postgres(ql)?://.+)$' }),
   /** PostgreSQL: the session connection for migrations (and LISTEN), when databaseUrl goes through a pooler. */
@@ -187,6 +189,17 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
   const adminPassword = env.ADMIN_PASSWORD || undefined;
   if ((adminUsername === undefined) !== (adminPassword === undefined)) {
     throw new ConfigError(adminUsername ? 'ADMIN_PASSWORD' : 'ADMIN_USERNAME', 'ADMIN_USERNAME and ADMIN_PASSWORD must be set together');
+  }
+  // The bootstrap admin is held to the rules of a sign-up (CONTRACT §3), so it can sign in and PUT itself back.
+  if (adminUsername !== undefined && !new RegExp(USERNAME_PATTERN).test(adminUsername)) {
+    throw new ConfigError('ADMIN_USERNAME', 'must be 3 to 32 letters, digits or underscores');
+  }
+  if (adminPassword !== undefined && ([...adminPassword].length < 8 || [...adminPassword].length > 256)) {
+    throw new ConfigError('ADMIN_PASSWORD', 'must be 8 to 256 characters');
+  }
+  for (const name of ['DATABASE_URL', 'DATABASE_DIRECT_URL']) {
+    const value = env[name];
+    if (value && /^postgres(ql)?:/.test(value) && !URL.canParse(value)) throw new ConfigError(name, 'is not a valid postgres:// URL');
   }
   const config = {
     port,

@@ -19,8 +19,12 @@ async function main(): Promise<void> {
 
   const app = await buildApp(config);
   if (config.adminUsername && config.adminPassword) {
-    const outcome = await ensureAdmin(app.store, config.adminUsername, config.adminPassword, config.passwordHashMemoryKib);
-    app.log.info({ username: config.adminUsername, outcome }, 'admin bootstrap');
+    const outcome = await ensureAdmin(app.store, config.adminUsername, config.adminPassword, config.passwordHashMemoryKib, { promote: false });
+    if (outcome === 'exists as a member') {
+      app.log.warn({ username: config.adminUsername, outcome }, 'admin bootstrap: ADMIN_USERNAME names an existing member, left as is (promote with `corkboard create-admin`)');
+    } else {
+      app.log.info({ username: config.adminUsername, outcome }, 'admin bootstrap');
+    }
   }
 
   // SIGTERM/SIGINT (CONTRACT §5): stop accepting, let in-flight requests finish (answered `Connection: close`, see

@@ -34,7 +34,7 @@ export async function signIn(app: FastifyInstance, username: string, password: s
 export async function createAdmin(app: FastifyInstance): Promise<TestUser> {
   const username = uniqueName('admin');
   const password = 'admin password 1';
-  await ensureAdmin(app.store, username, password, app.config.passwordHashMemoryKib);
+  await ensureAdmin(app.store, username, password, app.config.passwordHashMemoryKib, { promote: false });
   const token = await signIn(app, username, password);
   const row = await app.db.selectFrom('users').select('id').where('username', '=', username).executeTakeFirstOrThrow();
   return { id: row.id, username, password, token };

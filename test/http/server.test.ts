@@ -295,8 +295,12 @@ describe('start-up with a bad configuration value', () => {
     ['RATE_LIMIT', 'maybe'],
     ['DATABASE_URL', 'mysql://x'],
     ['TOKEN_TTL_SECONDS', '10'],
+    ['DATABASE_URL', 'postgres://postgres@127.0.0.1:notaport/x'],
+    ['HOST', 'bad host'],
+    ['ADMIN_USERNAME', 'bad-name'],
   ] as const)('%s=%s stops start-up with a non-zero exit and a message naming the variable', async ([variable, value], { expect }) => {
-    const result = await runUntilExit({ PORT: '0', DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'info', [variable]: value });
+    const admin = { ADMIN_USERNAME: 'config_admin', ADMIN_PASSWORD: 'long enough password' };
+    const result = await runUntilExit({ PORT: '0', DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'info', ...admin, [variable]: value });
     expect(result.signal).toBeNull();
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain(variable);
@@ -374,6 +378,23 @@ describe('processes started and stopped by the test', () => {
     } finally {
       await handle.close();
     }
+  });
+
+  it('does not promote a member who signed up under ADMIN_USERNAME before a restart (CONTRACT §2: created only if missing)', async () => {
+    const first = await startServer({ databaseUrl: db.url });
+    const squatter = { username: 'would_be_root', password: 'squatter password' };
+    expect((await request(first.url, 'POST', '/users', { body: squatter })).status).toBe(201);
+    expect(await first.stop()).toEqual({ code: 0, signal: null });
+
+    const second = await startServer({ databaseUrl: db.url, env: { ADMIN_USERNAME: 'Would_Be_Root', ADMIN_PASSWORD: 'the operator password' } });
+    const listed = await request(second.url, 'GET', '/users?username=would_be_root');
+    expect(listed.json()).toEqual([expect.objectContaining({ username: 'would_be_root', role: 'member' })]);
+    // The operator's password does not open the member's account; the member's own still does, as a member.
+    expect((await request(second.url, 'POST', '/tokens', { body: { username: 'would_be_root', password: 'the operator password' } })).status).toBe(401);
+    const token = (await request(second.url, 'POST', '/tokens', { body: squatter })).json<{ token: string }>().token;
+    expect((await request(second.url, 'DELETE', '/users', { token })).status).toBe(403);
+    expect(second.logs()).toContainEqual(expect.objectContaining({ level: 40, username: 'Would_Be_Root', outcome: 'exists as a member' }));
+    expect(await second.stop()).toEqual({ code: 0, signal: null });
   });
 
   it('keeps acknowledged writes across kill -9 and a restart on the same database', async () => {

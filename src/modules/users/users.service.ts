@@ -169,18 +169,22 @@ export async function deleteAllUsers(store: Store): Promise<number> {
 }
 
 /**
- * Makes sure an admin account exists: creates it, or promotes the existing user of that name. Used by the
- * ADMIN_USERNAME/ADMIN_PASSWORD bootstrap at start-up and by `corkboard create-admin`.
+ * Makes sure an admin account exists. `corkboard create-admin` (`promote`) creates it or promotes the existing user
+ * of that name: an operator at the console asks for exactly that. The ADMIN_USERNAME/ADMIN_PASSWORD bootstrap at
+ * start-up only creates a user that does not exist yet (CONTRACT §2): whoever signed up under the configured name
+ * before a restart must not become an admin with a password of their own choosing.
  */
 export async function ensureAdmin(
   store: Store,
   username: string,
   password: string | undefined,
   passwordHashMemoryKib: number,
-): Promise<'created' | 'promoted' | 'unchanged'> {
+  { promote }: { promote: boolean },
+): Promise<'created' | 'promoted' | 'unchanged' | 'exists as a member'> {
   const existing = await createUsersRepository(store.db).findCredentialsByUsername(username);
   if (existing) {
     if (existing.role === 'admin') return 'unchanged';
+    if (!promote) return 'exists as a member';
     await store.transaction(({ db }) => createUsersRepository(db).setRole(existing.id, 'admin', new Date().toISOString()));
     return 'promoted';
   }
