@@ -10,7 +10,7 @@ import { createLinks, type Links } from './shared/links.js';
 import { PostChanges } from './shared/post-changes.js';
 import { createValidatorCompiler } from './plugins/validation.js';
 import { AccessLog, createLogger, loggerOptions } from './plugins/logging.js';
-import errorHandler, { clientError, connectRequest, frameworkError } from './plugins/error-handler.js';
+import errorHandler, { ArrivingBodies, clientError, connectRequest, frameworkError } from './plugins/error-handler.js';
 import httpHygienePlugin from './plugins/http-hygiene.js';
 import routeDocsPlugin from './plugins/route-docs.js';
 import jsonBodyPlugin from './plugins/json-body.js';
@@ -68,6 +68,8 @@ const trustHops = (hops: number) => (_address: string, hop: number) => hop < hop
 /** Builds the whole application without listening: the server entry point, the tests and the benchmarks share it. */
 export async function buildApp(config: Readonly<Config>, options: BuildOptions = {}): Promise<FastifyInstance> {
   const nextRequestId = requestIds();
+  /** The path of each request whose body is still arriving, for the 408 that may cut it off (errors/framework.ts). */
+  const arriving = new ArrivingBodies();
   const logger = options.logger === undefined ? createLogger(loggerOptions(config)) : options.logger || createLogger(false);
   const app = Fastify({
     // Each request logs through a child carrying its id; one access-log line per request (plugins/logging.ts).
@@ -96,7 +98,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     onConstructorPoisoning: 'error',
     routerOptions: { maxParamLength: 200 },
     frameworkErrors: frameworkError,
-    clientErrorHandler: clientError(nextRequestId),
+    clientErrorHandler: clientError(nextRequestId, arriving),
   }).withTypeProvider<TypeBoxTypeProvider>();
   // CONNECT never reaches Fastify: without a listener, Node drops the connection without a word.
   app.server.on('connect', connectRequest(app, nextRequestId));
@@ -126,7 +128,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   });
 
   await app.register(httpHygienePlugin);
-  await app.register(errorHandler);
+  await app.register(errorHandler, { arriving });
   await app.register(routeDocsPlugin);
   await app.register(jsonBodyPlugin);
   // Before every route (and before Swagger UI's static files): it hooks each route as the route is declared.

@@ -3,9 +3,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { normalize } from './errors/normalize.js';
 import { sendError } from './errors/reply.js';
 import { routeRefusal } from './errors/routing.js';
+import type { ArrivingBodies } from './errors/framework.js';
 
 export { isBoardRequest, sendError } from './errors/reply.js';
-export { clientError, connectRequest, frameworkError } from './errors/framework.js';
+export { ArrivingBodies, clientError, connectRequest, frameworkError } from './errors/framework.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -21,11 +22,19 @@ declare module 'fastify' {
  * error to a status, detail and fields), reply.ts (the two wire shapes), framework.ts (what Node and Fastify
  * reject before any hook runs) and routing.ts (404 and 405).
  */
-export default fp(
-  async (app) => {
+export default fp<{ arriving: ArrivingBodies }>(
+  async (app, { arriving }) => {
     const routes = routeRefusal();
+    const rememberPath = (request: FastifyRequest, _reply: FastifyReply, done: () => void) => {
+      arriving.remember(request);
+      done();
+    };
     app.addHook('onRoute', (route) => {
       routes.record(route);
+      // Routes that read a body note its path, for a 408 while the body arrives (errors/framework.ts).
+      if ([route.method].flat().some((method) => method === 'POST' || method === 'PUT')) {
+        route.onRequest = [...[route.onRequest ?? []].flat(), rememberPath];
+      }
     });
 
     app.setErrorHandler((error, request, reply) => {

@@ -23,10 +23,10 @@ afterAll(async () => {
 }, 60_000);
 
 /** A POST that announces 100,000 bytes and then sends one every `everyMs`, until the connection ends. */
-async function dribble(port: number, everyMs: number): Promise<{ socket: net.Socket; outcome: ReturnType<typeof collect> }> {
+async function dribble(port: number, everyMs: number, path = '/users'): Promise<{ socket: net.Socket; outcome: ReturnType<typeof collect> }> {
   const socket = await connect(port);
   const outcome = collect(socket, 20_000);
-  socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
+  socket.write(`POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{`);
   const timer = setInterval(() => {
     if (!socket.destroyed && socket.writable) socket.write(' ');
   }, everyMs);
@@ -44,10 +44,21 @@ describe('slow senders', () => {
     expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8');
     expect(res.headers['x-request-id']).toMatch(/\S/);
     expect(res.headers.connection).toBe('close');
-    expect(JSON.parse(res.body)).toMatchObject({ status: 408, title: 'Request Timeout' });
+    expect(JSON.parse(res.body)).toMatchObject({ status: 408, title: 'Request Timeout', instance: '/users' });
     // The timeout, Node's check interval (a quarter of it) and the linger before the socket is destroyed.
     expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
     expect(ms).toBeLessThan(TIMEOUT_MS * 4);
+  });
+
+  it('a board body sent a byte at a time: 408 in the board envelope (CONTRACT §4: every board response)', async () => {
+    const { outcome } = await dribble(server.port, 100, '/boards?x=1');
+    const { text, ending } = await outcome;
+    expect(ending).toBe('close');
+    const res = parseResponse(text);
+    expect(res.status).toBe(408);
+    expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(res.headers['x-request-id']).toMatch(/\S/);
+    expect(JSON.parse(res.body)).toEqual({ code: '408', message: 'The request did not arrive in time', data: null });
   });
 
   it('headers sent a line at a time: 408 and closed', async () => {

@@ -31,6 +31,22 @@ export function frameworkError(error: FastifyError, request: FastifyRequest, rep
 }
 
 /**
+ * The path of the request whose body is still arriving on a connection, for the 408 that cuts it off: Node reports
+ * that timeout with the socket only, and the bytes it read then are the body's, not the request line. Requests that
+ * carry a body (POST, PUT) are recorded as their headers complete; the answer then names the right `instance` and
+ * takes the envelope under /boards.
+ */
+export class ArrivingBodies {
+  private readonly paths = new WeakMap<object, string>();
+  remember(request: FastifyRequest): void {
+    this.paths.set(request.raw.socket, request.url.split('?')[0] ?? '/');
+  }
+  pathOn(socket: Duplex): string | undefined {
+    return this.paths.get(socket);
+  }
+}
+
+/**
  * Fastify's `clientErrorHandler`, for Node's `clientError`: a request whose HTTP framing is broken (a malformed
  * request line or header, headers over the size limit) or that did not fully arrive within REQUEST_TIMEOUT_MS
  * (Node's `requestTimeout`, which counts headers and body alike). No hook or error handler sees these. Fastify's
@@ -38,7 +54,7 @@ export function frameworkError(error: FastifyError, request: FastifyRequest, rep
  * and the connection is closed (the stream cannot be trusted past the fault, and a slow sender must not keep its
  * socket). The target is taken from the request line when it can be read.
  */
-export function clientError(nextRequestId: () => string) {
+export function clientError(nextRequestId: () => string, arriving: ArrivingBodies) {
   // `rawPacket` is the bytes read so far, when Node has them (Fastify's types describe it as a JSON-serialized Buffer).
   return function (this: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
@@ -47,11 +63,13 @@ export function clientError(nextRequestId: () => string) {
       status === 408 ? 'The request did not arrive in time' : status === 431 ? 'The request headers are too large' : 'The request is not well-formed HTTP';
     const requestId = nextRequestId();
     const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 2048) : '';
-    const target = /^[A-Z]+ (\/[\x21-\x7e]*) HTTP\/1\.[01]\r?\n/.exec(raw)?.[1];
+    const target = /^[A-Z]+ (\/[\x21-\x7e]*) HTTP\/1\.[01]\r?\n/.exec(raw)?.[1]?.split('?')[0];
+    // No request line in what was read: the headers had arrived and the body had not.
+    const path = target ?? (status === 408 ? arriving.pathOn(socket) : undefined) ?? '/';
     this.log.info({ reqId: requestId, status, code: error.code, detail }, 'request rejected');
     // A request that timed out while its body was arriving is already a request of Fastify's: its answer has not
     // begun, so the raw answer is the only one the client gets.
-    writeRawError(socket, status, detail, requestId, target?.split('?')[0] ?? '/');
+    writeRawError(socket, status, detail, requestId, path);
   };
 }
 

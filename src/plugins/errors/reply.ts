@@ -33,7 +33,8 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, n: Norma
 
 /**
  * An error answer written straight to a socket, for what never becomes a Fastify request (broken framing, a
- * timed-out request, CONNECT): problem+json with a request id, then the connection is closed. The socket is
+ * timed-out request, CONNECT): problem+json (the envelope under /boards) with a request id, then the connection is
+ * closed. The socket is
  * half-closed first and destroyed a moment later, so the client reads the answer before the connection goes
  * (destroying it at once with unread input would reset it, and the client might lose the answer).
  */
@@ -49,12 +50,15 @@ export function writeRawError(
     socket.destroy();
     return;
   }
-  const body = JSON.stringify({ type: 'about:blank', title: STATUS_CODES[status], status, detail, instance });
+  const board = isBoardRequest(instance);
+  const body = JSON.stringify(
+    board ? { code: String(status), message: detail, data: null } : { type: 'about:blank', title: STATUS_CODES[status], status, detail, instance },
+  );
   const extra = Object.entries(headers)
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join('');
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/problem+json; charset=utf-8\r\n` +
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${board ? 'application/json' : 'application/problem+json'}; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n${extra}Connection: close\r\n\r\n${body}`,
   );
   const linger = setTimeout(() => socket.destroy(), LINGER_MS);
