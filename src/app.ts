@@ -86,6 +86,8 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       requestTimeout: config.requestTimeoutMs,
       headersTimeout: Math.min(60_000, config.requestTimeoutMs),
       connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.requestTimeoutMs / 4))),
+      // A missing Host is answered by http-hygiene.ts in the service's error shape, with a request id.
+      requireHostHeader: false,
     },
     requestIdHeader: false,
     genReqId: (req) => {

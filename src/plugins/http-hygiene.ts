@@ -18,7 +18,9 @@ const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false }
  *   its path but keep the whole target as `request.url`, which ends up in Link headers and `instance`. Proxies
  *   send that form; clients of an origin server send a path (RFC 9112 §3.2.1). `*` (OPTIONS) is left to routing.
  * - Two Host headers are a 400 (RFC 9112 §3.2: "more than one Host header line"); Node keeps only the first,
- *   so which host the request meant is ambiguous.
+ *   so which host the request meant is ambiguous. No Host in an HTTP/1.1 request is a 400 too (§3.2: "lacks a
+ *   Host header field"); Node's own check (`requireHostHeader`, off in app.ts) would answer it with an empty 400
+ *   without a request id.
  */
 export default fp(
   async (app) => {
@@ -60,6 +62,7 @@ function malformedTarget(request: FastifyRequest): AppError | undefined {
     const name = headers[i]!;
     if (name.length === 4 && name.toLowerCase() === 'host' && ++hosts > 1) return AppError.badRequest('host', 'must be sent once');
   }
+  if (hosts === 0 && request.raw.httpVersion === '1.1') return AppError.badRequest('host', 'is required in an HTTP/1.1 request');
   return undefined;
 }
 

@@ -109,6 +109,19 @@ describe('malformed requests over a raw socket', () => {
     expect(JSON.parse(res.body)).toMatchObject({ errors: [{ field: 'host', message: 'must be sent once' }] });
   });
 
+  it('HTTP/1.1 without Host: 400 naming host, with a request id (HTTP/1.0 needs none)', async () => {
+    const { text } = await rawRequest(server.port, 'GET /health HTTP/1.1\r\nConnection: close\r\n\r\n');
+    const res = parseResponse(text);
+    expect(res.status).toBe(400);
+    expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8');
+    expect(res.headers['x-request-id']).toMatch(/\S/);
+    expect(JSON.parse(res.body)).toMatchObject({ status: 400, instance: '/health', errors: [{ field: 'host', message: 'is required in an HTTP/1.1 request' }] });
+    const board = parseResponse((await rawRequest(server.port, 'GET /boards/list HTTP/1.1\r\nConnection: close\r\n\r\n')).text);
+    expect(JSON.parse(board.body)).toMatchObject({ code: '400', data: null, errors: [{ field: 'host' }] });
+    const old = parseResponse((await rawRequest(server.port, 'GET /health HTTP/1.0\r\n\r\n')).text);
+    expect(old.status).toBe(200);
+  });
+
   it('CONNECT to a host: 400 in problem+json with a request id, then closed', async () => {
     const { text, ending } = await rawRequest(server.port, 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n');
     const res = parseResponse(text);
