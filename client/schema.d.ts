@@ -18,7 +18,11 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsHealth"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -35,7 +39,11 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsMetrics"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -52,7 +60,11 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsOpenapiJson"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -80,7 +92,11 @@ export interface paths {
          * @description Admin only. Removes every user, the caller included, and everything that is theirs.
          */
         delete: operations["deleteAllUsers"];
-        options?: never;
+        /**
+         * CORS preflight; a method other than DELETE, GET, HEAD, POST is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsUsers"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -105,7 +121,11 @@ export interface paths {
          * @description The user themself or an admin. Removes the user and everything that is theirs in one transaction. A user that does not exist is a 400 (seed §7).
          */
         delete: operations["deleteUser"];
-        options?: never;
+        /**
+         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsUsersUserId"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -125,7 +145,11 @@ export interface paths {
         put: operations["changePassword"];
         post?: never;
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than PUT is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsUsersUserIdPassword"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -145,7 +169,11 @@ export interface paths {
          */
         post: operations["createToken"];
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than POST is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsTokens"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -165,7 +193,11 @@ export interface paths {
          * @description Its owner or an admin. A token that does not exist is a 400.
          */
         delete: operations["deleteToken"];
-        options?: never;
+        /**
+         * CORS preflight; a method other than DELETE is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsTokensTokenId"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -187,7 +219,11 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsPosts"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -215,7 +251,11 @@ export interface paths {
          * @description Its owner or an admin. Removes its replies and recommends too. A post that does not exist, or that the caller may not see, is a 400 (seed §7). Without a valid token the answer is 401 before the request is validated.
          */
         delete: operations["deletePost"];
-        options?: never;
+        /**
+         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsPostsPostId"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -239,7 +279,11 @@ export interface paths {
          */
         post: operations["createPost"];
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD, POST is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsUsersUserIdPosts"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -261,7 +305,11 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsUsersUserIdFeed"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -285,7 +333,11 @@ export interface paths {
          */
         post: operations["createFollower"];
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD, POST is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsUsersUserIdFollowers"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -309,7 +361,11 @@ export interface paths {
          * @description Either of the two users or an admin. Also removes the followed user's posts from the follower's feed. A relation that does not exist is a 400 (seed §7).
          */
         delete: operations["deleteFollower"];
-        options?: never;
+        /**
+         * CORS preflight; a method other than DELETE, GET, HEAD is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsUsersUserIdFollowersFollowerId"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -329,7 +385,11 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsUsersUserIdFollowing"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -353,7 +413,11 @@ export interface paths {
          */
         post: operations["createReply"];
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD, POST is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsPostsPostIdReplies"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -381,7 +445,11 @@ export interface paths {
          * @description Its author, the post's owner or an admin. A reply that does not exist, or one under a post the caller may not see, is a 400 (seed §7).
          */
         delete: operations["deleteReply"];
-        options?: never;
+        /**
+         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsPostsPostIdRepliesReplyId"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -405,7 +473,11 @@ export interface paths {
          */
         post: operations["createRecommend"];
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD, POST is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsPostsPostIdRecommends"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -429,7 +501,11 @@ export interface paths {
          * @description The recommending user or an admin. No such recommend, or a post the caller may not see, is a 400 (seed §7).
          */
         delete: operations["deleteRecommend"];
-        options?: never;
+        /**
+         * CORS preflight; a method other than DELETE, GET, HEAD is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsPostsPostIdRecommendsUserId"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -449,7 +525,11 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsBoardsList"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -473,7 +553,11 @@ export interface paths {
          */
         post: operations["createBoard"];
         delete?: never;
-        options?: never;
+        /**
+         * CORS preflight; a method other than GET, HEAD, POST is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsBoards"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -498,7 +582,11 @@ export interface paths {
          * @description The author or an admin. A board that does not exist is a 400 (seed §7).
          */
         delete: operations["deleteBoard"];
-        options?: never;
+        /**
+         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
+         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         */
+        options: operations["optionsBoardsBoardId"];
         head?: never;
         patch?: never;
         trace?: never;
@@ -929,15 +1017,29 @@ export interface components {
         IfNoneMatch: string;
         /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
         IfMatch: string;
+        /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+        Origin: string;
+        /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+        AccessControlRequestMethod: string;
+        /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+        AccessControlRequestHeaders: string;
         /** @description Makes the create safe to retry: a repeat with the same key and body, by the same caller to the same path within IDEMPOTENCY_TTL_SECONDS, gets the kept answer again (with Idempotent-Replayed: true); the same key with another body is 422, and 409 while its first request still runs */
         IdempotencyKey: string;
     };
     requestBodies: never;
     headers: {
+        /** @description CORS preflight: the request headers the browser asked to send (Access-Control-Request-Headers), all allowed */
+        "Access-Control-Allow-Headers": string;
+        /** @description CORS preflight: the methods of the interface, `GET, HEAD, POST, PUT, DELETE` */
+        "Access-Control-Allow-Methods": string;
         /** @description CORS: the request's Origin, echoed when the request had one (any origin may call the API) */
         "Access-Control-Allow-Origin": string;
         /** @description CORS, when the request had an Origin: the response headers a browser script may read (Location, Link, ETag, RateLimit, …) */
         "Access-Control-Expose-Headers": string;
+        /** @description CORS preflight: seconds a browser may keep this answer (600) */
+        "Access-Control-Max-Age": number;
+        /** @description On a 405: the methods this path takes, e.g. `DELETE, GET, HEAD, POST` */
+        Allow: string;
         /** @description On every answer to a GET, errors included: `no-cache`, with `private` when the request carried a token; `no-store` on a live event stream */
         "Cache-Control": string;
         /** @description Strong entity-tag of this representation; send it in If-None-Match or If-Match */
@@ -958,6 +1060,8 @@ export interface components {
         Vary: string;
         /** @description The Bearer challenge (RFC 6750), with the error when a token was sent */
         "WWW-Authenticate": string;
+        /** @description On a live event stream: tells a buffering reverse proxy (nginx) to pass each event on at once */
+        "X-Accel-Buffering": "no";
         /** @description The request id: a sane incoming X-Request-Id echoed, else one generated. Also in the log line. */
         "X-Request-Id": string;
     };
@@ -1055,6 +1159,52 @@ export interface operations {
             };
         };
     };
+    optionsHealth: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getMetrics: {
         parameters: {
             query?: never;
@@ -1117,6 +1267,52 @@ export interface operations {
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    optionsMetrics: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1214,6 +1410,52 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    optionsOpenapiJson: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1661,6 +1903,52 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    optionsUsers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, POST: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2192,6 +2480,55 @@ export interface operations {
             };
         };
     };
+    optionsUsersUserId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The user id */
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     changePassword: {
         parameters: {
             query?: never;
@@ -2363,6 +2700,55 @@ export interface operations {
             };
         };
     };
+    optionsUsersUserIdPassword: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The user id */
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than PUT: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     createToken: {
         parameters: {
             query?: never;
@@ -2494,6 +2880,52 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    optionsTokens: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than POST: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2654,6 +3086,55 @@ export interface operations {
             };
         };
     };
+    optionsTokensTokenId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The token id (not the secret) */
+                token_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than DELETE: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listPosts: {
         parameters: {
             query?: {
@@ -2685,6 +3166,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    "X-Accel-Buffering": components["headers"]["X-Accel-Buffering"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2784,6 +3266,52 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    optionsPosts: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3300,6 +3828,55 @@ export interface operations {
             };
         };
     };
+    optionsPostsPostId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The post id */
+                post_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listUserPosts: {
         parameters: {
             query?: {
@@ -3666,6 +4243,55 @@ export interface operations {
             };
         };
     };
+    optionsUsersUserIdPosts: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The user id */
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getFeed: {
         parameters: {
             query?: {
@@ -3700,6 +4326,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    "X-Accel-Buffering": components["headers"]["X-Accel-Buffering"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3831,6 +4458,55 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    optionsUsersUserIdFeed: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The user id */
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4205,6 +4881,55 @@ export interface operations {
             };
         };
     };
+    optionsUsersUserIdFollowers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The user id */
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getFollower: {
         parameters: {
             query?: never;
@@ -4509,6 +5234,57 @@ export interface operations {
             };
         };
     };
+    optionsUsersUserIdFollowersFollowerId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The user who is followed */
+                user_id: number;
+                /** @description The user who follows */
+                follower_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than DELETE, GET, HEAD: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listFollowing: {
         parameters: {
             query?: {
@@ -4655,6 +5431,55 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    optionsUsersUserIdFollowing: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The user id */
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5005,6 +5830,55 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    optionsPostsPostIdReplies: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The post id */
+                post_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5527,6 +6401,57 @@ export interface operations {
             };
         };
     };
+    optionsPostsPostIdRepliesReplyId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The post id */
+                post_id: number;
+                /** @description The reply id */
+                reply_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listRecommends: {
         parameters: {
             query?: {
@@ -5893,6 +6818,55 @@ export interface operations {
             };
         };
     };
+    optionsPostsPostIdRecommends: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The post id */
+                post_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getRecommend: {
         parameters: {
             query?: never;
@@ -6197,6 +7171,57 @@ export interface operations {
             };
         };
     };
+    optionsPostsPostIdRecommendsUserId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The post id */
+                post_id: number;
+                /** @description The id of the user who recommended the post */
+                user_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than DELETE, GET, HEAD: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listBoards: {
         parameters: {
             query?: {
@@ -6325,6 +7350,52 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeError"];
+                };
+            };
+        };
+    };
+    optionsBoardsList: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6638,6 +7709,52 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeError"];
+                };
+            };
+        };
+    };
+    optionsBoards: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7146,6 +8263,55 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeError"];
+                };
+            };
+        };
+    };
+    optionsBoardsBoardId: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
+                Origin?: components["parameters"]["Origin"];
+                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
+                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
+                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
+                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+            };
+            path: {
+                /** @description The board id */
+                board_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preflight is allowed; no body */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
+                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
+                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Allow: components["headers"]["Allow"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -118,8 +118,9 @@ describe('the OpenAPI document as a client contract', () => {
     const document = await buildOpenApiDocument();
     const components = document.components as { headers: Record<string, { schema: { type: string } }> };
     expect(Object.keys(components.headers).sort()).toEqual([
-      'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers', 'Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location',
-      'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Request-Id',
+      'Access-Control-Allow-Headers', 'Access-Control-Allow-Methods', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers',
+      'Access-Control-Max-Age', 'Allow', 'Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'RateLimit',
+      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Request-Id',
     ]);
     expect(components.headers['Retry-After']!.schema.type).toBe('integer');
     for (const [where, op] of operationsOf(document)) {
@@ -145,6 +146,12 @@ describe('the OpenAPI document as a client contract', () => {
       if (/^(POST|PUT|DELETE) /.test(where)) expect(Object.keys(op.responses ?? {}), where).toEqual(expect.arrayContaining(['413', '415']));
     }
     const paths = document.paths as Record<string, Record<string, Operation>>;
+    // A 405 belongs to a path, not to the operations it has: each path's OPTIONS documents it, and the preflight.
+    for (const [path, item] of Object.entries(paths)) {
+      expect(item.options?.responses?.['405']?.headers?.Allow, path).toEqual(header('Allow'));
+      expect(item.options?.responses?.['204']?.headers?.['Access-Control-Allow-Methods'], path).toEqual(header('Access-Control-Allow-Methods'));
+      expect(item.options?.security, path).toEqual([]);
+    }
     for (const page of ['/users', '/posts', '/users/{user_id}/posts', '/users/{user_id}/feed', '/posts/{post_id}/replies']) {
       expect(paths[page]!.get!.responses!['200']!.headers!.Link, page).toEqual(header('Link'));
     }
@@ -229,3 +236,4 @@ describe('the OpenAPI document as a client contract', () => {
     expect(res.json()).toEqual(JSON.parse(readFileSync(new URL('../openapi.json', import.meta.url), 'utf8')));
   });
 });
+
