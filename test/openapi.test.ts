@@ -2,9 +2,13 @@ import { readFileSync } from 'node:fs';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { describe, expect, it } from 'vitest';
 import { buildOpenApiDocument } from './helpers/openapi.js';
-import { buildTestApp } from './helpers/build-test-app.js';
+import { buildTestApp, call } from './helpers/build-test-app.js';
+import { createAdmin, signUp, uniqueName } from './helpers/factories.js';
+import { openSse } from './helpers/sse.js';
 
 const METHODS = ['get', 'post', 'put', 'delete'] as const;
+/** With the OPTIONS operations (CORS preflights, and the 405 of methods a path does not take). */
+const ALL_METHODS = [...METHODS, 'options'] as const;
 type Ref = { $ref: string };
 type Response = { description?: string; headers?: Record<string, Ref>; content?: Record<string, { schema?: unknown }> };
 type Operation = {
@@ -117,9 +121,11 @@ describe('the OpenAPI document as a client contract', () => {
   it('declares every response header the service sends, as header objects', async () => {
     const document = await buildOpenApiDocument();
     const components = document.components as { headers: Record<string, { schema: { type: string } }> };
-    expect(Object.keys(components.headers).sort()).toEqual(
-      ['Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'WWW-Authenticate', 'X-Request-Id'],
-    );
+    expect(Object.keys(components.headers).sort()).toEqual([
+      'Access-Control-Allow-Headers', 'Access-Control-Allow-Methods', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers',
+      'Access-Control-Max-Age', 'Allow', 'Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'RateLimit',
+      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Request-Id',
+    ]);
     expect(components.headers['Retry-After']!.schema.type).toBe('integer');
     for (const [where, op] of operationsOf(document)) {
       const limited = !['GET /health', 'GET /metrics'].includes(where);
@@ -129,6 +135,8 @@ describe('the OpenAPI document as a client contract', () => {
         // A whole TypeBox object given as `headers` used to show up as headers named type, required, properties.
         expect(Object.keys(headers), at).not.toEqual(expect.arrayContaining(['type']));
         expect(headers['X-Request-Id'], at).toEqual(header('X-Request-Id'));
+        for (const name of ['Vary', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers']) expect(headers[name], `${at} ${name}`).toEqual(header(name));
+        if (where.startsWith('GET ')) expect(headers['Cache-Control'], at).toEqual(header('Cache-Control'));
         if (limited) {
           expect(headers.RateLimit, at).toEqual(header('RateLimit'));
           expect(headers['RateLimit-Policy'], at).toEqual(header('RateLimit-Policy'));
@@ -136,14 +144,18 @@ describe('the OpenAPI document as a client contract', () => {
         if (status === '201') expect(headers.Location, at).toEqual(header('Location'));
         if (status === '401') expect(headers['WWW-Authenticate'], at).toEqual(header('WWW-Authenticate'));
         if (status === '429' || status === '503') expect(headers['Retry-After'], at).toEqual(header('Retry-After'));
-        if (where.startsWith('GET ') && !['GET /health', 'GET /metrics', 'GET /openapi.json'].includes(where) && status === '200') {
-          expect(headers.ETag, at).toEqual(header('ETag'));
-        }
+        if (where.startsWith('GET ') && (status === '200' || status === '304')) expect(headers.ETag, at).toEqual(header('ETag'));
       }
       if (where !== 'GET /metrics' && where !== 'GET /openapi.json') expect(Object.keys(op.responses ?? {}), where).toContain('503');
       if (/^(POST|PUT|DELETE) /.test(where)) expect(Object.keys(op.responses ?? {}), where).toEqual(expect.arrayContaining(['413', '415']));
     }
     const paths = document.paths as Record<string, Record<string, Operation>>;
+    // A 405 belongs to a path, not to the operations it has: each path's OPTIONS documents it, and the preflight.
+    for (const [path, item] of Object.entries(paths)) {
+      expect(item.options?.responses?.['405']?.headers?.Allow, path).toEqual(header('Allow'));
+      expect(item.options?.responses?.['204']?.headers?.['Access-Control-Allow-Methods'], path).toEqual(header('Access-Control-Allow-Methods'));
+      expect(item.options?.security, path).toEqual([]);
+    }
     for (const page of ['/users', '/posts', '/users/{user_id}/posts', '/users/{user_id}/feed', '/posts/{post_id}/replies']) {
       expect(paths[page]!.get!.responses!['200']!.headers!.Link, page).toEqual(header('Link'));
     }
@@ -226,5 +238,219 @@ describe('the OpenAPI document as a client contract', () => {
     const res = await app.inject({ method: 'GET', url: '/openapi.json' });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual(JSON.parse(readFileSync(new URL('../openapi.json', import.meta.url), 'utf8')));
+  });
+});
+
+// CONTRACT §5: "every response header the service sends is declared". Real answers of every operation (successes
+// and the usual refusals, each request with an Origin, as a browser sends), compared with the document: each
+// header the answer carries must be declared on that operation's response for that status (or its `default`).
+// Only the framing and representation headers no client needs declared are left out.
+describe('the OpenAPI document against the headers the service really sends', () => {
+  const ORIGIN = 'https://client.example';
+  const FRAMING = new Set(['content-type', 'content-length', 'content-encoding', 'transfer-encoding', 'date', 'connection', 'keep-alive']);
+  type Doc = { paths: Record<string, Record<string, Operation>> };
+
+  /** Collects, per answer, the headers its operation's response does not declare. */
+  function checker(document: Doc) {
+    const undeclared: string[] = [];
+    const covered = new Set<string>();
+    const check = (method: string, template: string, status: number, headers: Record<string, unknown>) => {
+      const item = document.paths[template];
+      expect(item, template).toBeDefined();
+      // A method the path does not take is answered 405 with Allow; the document says so on the path's OPTIONS.
+      const op = item![method.toLowerCase()] ?? (status === 405 ? item!.options : undefined);
+      if (op === undefined) {
+        undeclared.push(`${method} ${template} ${status}: no operation documents this answer`);
+        return;
+      }
+      covered.add(`${op === item![method.toLowerCase()] ? method.toLowerCase() : 'options'} ${template}`);
+      const response = op.responses?.[String(status)] ?? op.responses?.default;
+      if (response === undefined) {
+        undeclared.push(`${method} ${template} ${status}: no such response`);
+        return;
+      }
+      const declared = new Set(Object.keys(response.headers ?? {}).map((name) => name.toLowerCase()));
+      for (const name of Object.keys(headers)) {
+        if (!FRAMING.has(name) && !declared.has(name)) undeclared.push(`${method} ${template} ${status}: ${name}`);
+      }
+    };
+    return { undeclared, covered, check };
+  }
+
+  it('declares on each operation and status every header its answers carry', async () => {
+    const app = await buildTestApp({ rateLimit: { enabled: true, max: 10_000, authMax: 10_000, windowMs: 60_000 } });
+    const document = JSON.parse(JSON.stringify(app.swagger())) as Doc;
+    const { undeclared, covered, check } = checker(document);
+    const send = async (
+      method: 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH' | 'OPTIONS',
+      template: string,
+      url: string,
+      status: number,
+      options: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+    ) => {
+      const res = await call(app, method, url, { ...options, headers: { origin: ORIGIN, ...options.headers } });
+      expect(res.statusCode, `${method} ${url}: ${res.body.slice(0, 300)}`).toBe(status);
+      check(method, template, status, res.headers);
+      return res;
+    };
+    /** A GET's 200, then the same GET with its ETag in If-None-Match: 304. */
+    const getTwice = async (template: string, url: string, token?: string) => {
+      const ok = await send('GET', template, url, 200, { token });
+      await send('GET', template, url, 304, { token, headers: { 'if-none-match': String(ok.headers.etag) } });
+      return ok;
+    };
+
+    const admin = await createAdmin(app);
+    const alice = await signUp(app);
+    const bob = await signUp(app);
+    const bad = { token: 'not-a-token' };
+
+    for (const path of ['/health', '/metrics', '/openapi.json']) {
+      // The metrics change with every request (they count it), so no ETag of /metrics is current for long.
+      if (path === '/metrics') await send('GET', path, path, 200);
+      else await getTwice(path, path);
+      await send('GET', path, `${path}?unknown=1`, 400);
+    }
+
+    await send('POST', '/users', '/users', 201, { body: { username: uniqueName(), password: 'a long password' } });
+    const key = { 'idempotency-key': `"${uniqueName('key')}"` };
+    const once = { body: { username: uniqueName(), password: 'a long password' }, headers: key };
+    await send('POST', '/users', '/users', 201, once);
+    await send('POST', '/users', '/users', 201, once);
+    await send('POST', '/users', '/users', 422, { ...once, body: { ...once.body, bio: 'other' } });
+    await send('POST', '/users', '/users', 409, { body: { username: alice.username, password: 'a long password' } });
+    await send('POST', '/users', '/users', 400, { body: { username: '' } });
+    await send('POST', '/users', '/users', 415, { body: 'text', headers: { 'content-type': 'text/plain' } });
+    await send('POST', '/users', '/users', 413, { body: { bio: 'x'.repeat(300 * 1024) } });
+    await getTwice('/users', '/users');
+    await send('GET', '/users', '/users', 200, { token: alice.token });
+    await send('GET', '/users', '/users?limit=1', 200);
+    await send('GET', '/users', '/users?unknown=1', 400);
+    await send('GET', '/users', '/users', 401, bad);
+    await send('DELETE', '/users', '/users', 403, { token: alice.token });
+    await send('DELETE', '/users', '/users', 401);
+
+    const user = '/users/{user_id}';
+    await getTwice(user, `/users/${alice.id}`);
+    await send('GET', user, '/users/007', 400);
+    await send('GET', user, '/users/999999', 404);
+    const alicePut = { username: alice.username, displayName: 'Alice', bio: '' };
+    await send('PUT', user, `/users/${alice.id}`, 200, { token: alice.token, body: alicePut });
+    await send('PUT', user, `/users/${alice.id}`, 412, { token: alice.token, body: alicePut, headers: { 'if-match': '"stale"' } });
+    await send('PUT', user, `/users/${alice.id}`, 403, { token: bob.token, body: alicePut });
+    await send('PUT', user, `/users/${alice.id}`, 400, { token: alice.token, body: {} });
+    await send('DELETE', user, `/users/${alice.id}`, 401);
+    const leaving = await signUp(app);
+    await send('DELETE', user, `/users/${leaving.id}`, 200, { token: leaving.token });
+
+    const password = '/users/{user_id}/password';
+    await send('PUT', password, `/users/${bob.id}/password`, 200, { token: bob.token, body: { currentPassword: bob.password, newPassword: bob.password } });
+    await send('PUT', password, `/users/${bob.id}/password`, 400, { token: bob.token, body: {} });
+    await send('PUT', password, `/users/${bob.id}/password`, 401);
+
+    const token = await send('POST', '/tokens', '/tokens', 201, { body: { username: bob.username, password: bob.password } });
+    await send('POST', '/tokens', '/tokens', 401, { body: { username: bob.username, password: 'wrong password' } });
+    await send('POST', '/tokens', '/tokens', 400, { body: {} });
+    await send('DELETE', '/tokens/{token_id}', `/tokens/${token.json().id}`, 200, { token: bob.token });
+    await send('DELETE', '/tokens/{token_id}', `/tokens/${token.json().id}`, 401);
+
+    const post = (await send('POST', '/users/{user_id}/posts', `/users/${alice.id}/posts`, 201, { token: alice.token, body: { title: 'Hi', content: 'Hello' } })).json();
+    await send('POST', '/users/{user_id}/posts', `/users/${alice.id}/posts`, 403, { token: bob.token, body: { title: 'Hi', content: 'Hello' } });
+    await send('POST', '/users/{user_id}/posts', `/users/${alice.id}/posts`, 400, { token: alice.token, body: {} });
+    await getTwice('/posts', '/posts');
+    await send('GET', '/posts', '/posts?limit=1', 200);
+    await send('GET', '/posts', '/posts?unknown=1', 400);
+    await getTwice('/posts/{post_id}', `/posts/${post.id}`);
+    await send('GET', '/posts/{post_id}', '/posts/999999', 404);
+    const postPut = { title: 'Hi', content: 'Hello again', visibility: 'public' };
+    await send('PUT', '/posts/{post_id}', `/posts/${post.id}`, 200, { token: alice.token, body: postPut });
+    await send('PUT', '/posts/{post_id}', `/posts/${post.id}`, 412, { token: alice.token, body: postPut, headers: { 'if-match': '"stale"' } });
+    await send('PUT', '/posts/{post_id}', `/posts/${post.id}`, 403, { token: bob.token, body: postPut });
+    await getTwice('/users/{user_id}/posts', `/users/${alice.id}/posts`);
+    await send('GET', '/users/{user_id}/posts', '/users/999999/posts', 404);
+
+    const followers = '/users/{user_id}/followers';
+    await send('POST', followers, `/users/${alice.id}/followers`, 201, { token: bob.token, body: { id: bob.id } });
+    await send('POST', followers, `/users/${alice.id}/followers`, 409, { token: bob.token, body: { id: bob.id } });
+    await send('POST', followers, `/users/${alice.id}/followers`, 403, { token: bob.token, body: { id: alice.id } });
+    await getTwice(followers, `/users/${alice.id}/followers`);
+    await send('GET', followers, '/users/999999/followers', 404);
+    await getTwice(`${followers}/{follower_id}`, `/users/${alice.id}/followers/${bob.id}`);
+    await send('GET', `${followers}/{follower_id}`, `/users/${alice.id}/followers/${admin.id}`, 404);
+    await getTwice('/users/{user_id}/following', `/users/${bob.id}/following`);
+    await getTwice('/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token);
+    await send('GET', '/users/{user_id}/feed', `/users/${bob.id}/feed`, 401);
+    await send('GET', '/users/{user_id}/feed', `/users/${alice.id}/feed`, 403, { token: bob.token });
+    await send('DELETE', `${followers}/{follower_id}`, `/users/${alice.id}/followers/${bob.id}`, 200, { token: bob.token });
+
+    const replies = '/posts/{post_id}/replies';
+    const reply = (await send('POST', replies, `/posts/${post.id}/replies`, 201, { token: bob.token, body: { content: 'Hey' } })).json();
+    await send('POST', replies, '/posts/999999/replies', 404, { token: bob.token, body: { content: 'Hey' } });
+    await getTwice(replies, `/posts/${post.id}/replies`);
+    await getTwice(`${replies}/{reply_id}`, `/posts/${post.id}/replies/${reply.id}`);
+    await send('GET', `${replies}/{reply_id}`, `/posts/${post.id}/replies/999999`, 404);
+    await send('PUT', `${replies}/{reply_id}`, `/posts/${post.id}/replies/${reply.id}`, 200, { token: bob.token, body: { content: 'Hey!' } });
+    await send('PUT', `${replies}/{reply_id}`, `/posts/${post.id}/replies/${reply.id}`, 412, { token: bob.token, body: { content: 'Hey' }, headers: { 'if-match': '"stale"' } });
+    await send('DELETE', `${replies}/{reply_id}`, `/posts/${post.id}/replies/${reply.id}`, 200, { token: bob.token });
+
+    const recommends = '/posts/{post_id}/recommends';
+    await send('POST', recommends, `/posts/${post.id}/recommends`, 201, { token: bob.token, body: { id: bob.id } });
+    await send('POST', recommends, `/posts/${post.id}/recommends`, 409, { token: bob.token, body: { id: bob.id } });
+    await getTwice(recommends, `/posts/${post.id}/recommends`);
+    await getTwice(`${recommends}/{user_id}`, `/posts/${post.id}/recommends/${bob.id}`);
+    await send('GET', `${recommends}/{user_id}`, `/posts/${post.id}/recommends/${admin.id}`, 404);
+    await send('DELETE', `${recommends}/{user_id}`, `/posts/${post.id}/recommends/${bob.id}`, 200, { token: bob.token });
+    await send('DELETE', '/posts/{post_id}', `/posts/${post.id}`, 200, { token: alice.token });
+
+    const board = (await send('POST', '/boards', '/boards', 201, { token: alice.token, body: { title: 'Notice', content: 'Text' } })).json();
+    await send('POST', '/boards', '/boards', 400, { token: alice.token, body: {} });
+    await send('POST', '/boards', '/boards', 401, { body: { title: 'Notice', content: 'Text' } });
+    await getTwice('/boards', '/boards');
+    await getTwice('/boards/list', '/boards/list');
+    const boardId = board.data.id;
+    await getTwice('/boards/{board_id}', `/boards/${boardId}`);
+    await send('GET', '/boards/{board_id}', '/boards/999999', 404);
+    const boardPut = { title: 'Notice', content: 'New text' };
+    await send('PUT', '/boards/{board_id}', `/boards/${boardId}`, 200, { token: alice.token, body: boardPut });
+    await send('PUT', '/boards/{board_id}', `/boards/${boardId}`, 412, { token: alice.token, body: boardPut, headers: { 'if-match': '"stale"' } });
+    await send('DELETE', '/boards/{board_id}', `/boards/${boardId}`, 200, { token: alice.token });
+
+    // Every path: a method it does not take, a plain OPTIONS (both 405 with Allow) and a CORS preflight (204).
+    for (const template of Object.keys(document.paths)) {
+      const url = template.replace(/\{[^}]+\}/g, String(alice.id));
+      await send('PATCH', template, url, 405);
+      const plain = await app.inject({ method: 'OPTIONS', url });
+      expect(plain.statusCode, `OPTIONS ${url}`).toBe(405);
+      check('OPTIONS', template, 405, plain.headers);
+      await send('OPTIONS', template, url, 204, { headers: { 'access-control-request-method': 'PUT', 'access-control-request-headers': 'authorization' } });
+    }
+
+    // The live streams: GET /posts and GET /users/{user_id}/feed with Accept: text/event-stream.
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    for (const [template, url, token] of [['/posts', '/posts', undefined], ['/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token]] as const) {
+      const stream = await openSse(`http://127.0.0.1:${port}`, url, { token, headers: { origin: ORIGIN } });
+      stream.close();
+      expect(stream.status, url).toBe(200);
+      check('GET', template, 200, stream.headers as Record<string, unknown>);
+    }
+
+    const operations = Object.entries(document.paths).flatMap(([path, item]) => ALL_METHODS.filter((m) => item[m]).map((m) => `${m} ${path}`));
+    expect(operations.filter((where) => !covered.has(where)), 'operations not exercised').toEqual([]);
+    expect(undeclared).toEqual([]);
+  }, 60_000);
+
+  it('declares the headers of a 429', async () => {
+    const app = await buildTestApp({ rateLimit: { enabled: true, max: 1, authMax: 1, windowMs: 60_000 } });
+    const { undeclared, check } = checker(JSON.parse(JSON.stringify(app.swagger())) as Doc);
+    for (const status of [200, 429]) {
+      const res = await call(app, 'GET', '/openapi.json', { headers: { origin: ORIGIN } });
+      expect(res.statusCode).toBe(status);
+      check('GET', '/openapi.json', status, res.headers);
+    }
+    const res = await call(app, 'GET', '/boards', { headers: { origin: ORIGIN } });
+    expect(res.statusCode).toBe(429);
+    check('GET', '/boards', 429, res.headers);
+    expect(undeclared).toEqual([]);
   });
 });

@@ -18,7 +18,10 @@ export interface RouteTraits {
   /** Uses the database, so may answer 503 with Retry-After. */
   database: boolean;
   rateLimited: boolean;
-  /** GET of a resource or a collection page: ETag, If-None-Match and 304 (CONTRACT §6.1). */
+  /**
+   * A GET: every answer says Cache-Control, and every 200 has an ETag and is a 304 when If-None-Match matches it
+   * (CONTRACT §6.1; plugins/conditional.ts), the operational routes' included.
+   */
   conditionalGet: boolean;
   /** PUT or DELETE of a user, post, reply or board: If-Match and 412. */
   conditionalWrite: boolean;
@@ -32,8 +35,7 @@ export interface RouteTraits {
 /** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
 const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}']);
 const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards']);
-/** Operational routes: no validators, and only /health touches the database. */
-const SYSTEM_PATHS = new Set(['/health', '/metrics', '/openapi.json']);
+/** Operational routes that do not touch the database (/health does). */
 const WITHOUT_DATABASE = new Set(['/metrics', '/openapi.json']);
 
 /** `/posts/:post_id` and `/posts/{post_id}` both become `/posts/{}`. */
@@ -47,7 +49,7 @@ export function routeTraits(method: string, url: string, options: { security?: u
     board: isBoardRequest(url),
     database: !WITHOUT_DATABASE.has(path),
     rateLimited: options.rateLimit !== false,
-    conditionalGet: m === 'GET' && !SYSTEM_PATHS.has(path),
+    conditionalGet: m === 'GET',
     conditionalWrite: (m === 'PUT' || m === 'DELETE') && CONDITIONAL_WRITE_PATHS.has(path),
     idempotentCreate: m === 'POST' && IDEMPOTENT_CREATE_PATHS.has(path),
     body: m === 'POST' || m === 'PUT' || m === 'DELETE',
@@ -55,7 +57,11 @@ export function routeTraits(method: string, url: string, options: { security?: u
   };
 }
 
-/** Response header schemas by their canonical name; openapi.ts turns each into a `components.headers` entry. */
+/**
+ * Response header schemas by their canonical name; openapi.ts turns each into a `components.headers` entry. The
+ * headers every answer may carry (Vary, the CORS pair) are declared on every response below; the preflight's and
+ * the 405's on the OPTIONS operations the document transform adds to each path.
+ */
 export const RESPONSE_HEADERS = {
   'X-Request-Id': {
     type: 'string',
@@ -64,7 +70,38 @@ export const RESPONSE_HEADERS = {
   Location: { type: 'string', format: 'uri', description: 'Absolute URL of the created resource' },
   Link: { type: 'string', description: 'RFC 8288 `<url>; rel="next"` while more items follow' },
   ETag: { type: 'string', description: 'Strong entity-tag of this representation; send it in If-None-Match or If-Match' },
-  'Cache-Control': { type: 'string', description: '`no-cache`, with `private` when the request carried a token' },
+  'Cache-Control': {
+    type: 'string',
+    description:
+      'On every answer to a GET, errors included: `no-cache`, with `private` when the request carried a token; ' +
+      '`no-store` on a live event stream',
+  },
+  Vary: {
+    type: 'string',
+    description:
+      'The request headers this answer depends on, for caches, e.g. `Origin, Authorization, accept-encoding`: ' +
+      'names among `Origin`, `Authorization`, `Accept`, `Accept-Encoding` and `Access-Control-Request-Headers`',
+  },
+  'Access-Control-Allow-Origin': {
+    type: 'string',
+    description: "CORS: the request's Origin, echoed when the request had one (any origin may call the API)",
+  },
+  'Access-Control-Expose-Headers': {
+    type: 'string',
+    description: 'CORS, when the request had an Origin: the response headers a browser script may read (Location, Link, ETag, RateLimit, …)',
+  },
+  'Access-Control-Allow-Methods': { type: 'string', description: 'CORS preflight: the methods of the interface, `GET, HEAD, POST, PUT, DELETE`' },
+  'Access-Control-Allow-Headers': {
+    type: 'string',
+    description: 'CORS preflight: the request headers the browser asked to send (Access-Control-Request-Headers), all allowed',
+  },
+  'Access-Control-Max-Age': { type: 'integer', minimum: 0, description: 'CORS preflight: seconds a browser may keep this answer (600)' },
+  Allow: { type: 'string', description: 'On a 405: the methods this path takes, e.g. `DELETE, GET, HEAD, POST`' },
+  'X-Accel-Buffering': {
+    type: 'string',
+    enum: ['no'],
+    description: 'On a live event stream: tells a buffering reverse proxy (nginx) to pass each event on at once',
+  },
   'Retry-After': { type: 'integer', minimum: 0, description: 'Seconds to wait before trying again' },
   'WWW-Authenticate': { type: 'string', description: 'The Bearer challenge (RFC 6750), with the error when a token was sent' },
   'Idempotent-Replayed': {
@@ -142,6 +179,10 @@ function documentRoute(route: RouteOptions): void {
       const headers: Record<string, unknown> = { ...headerMap(entry.headers) };
       const declare = (name: ResponseHeader) => (headers[name] ??= RESPONSE_HEADERS[name]);
       declare('X-Request-Id');
+      declare('Vary');
+      declare('Access-Control-Allow-Origin');
+      declare('Access-Control-Expose-Headers');
+      if (t.conditionalGet) declare('Cache-Control');
       if (t.rateLimited) {
         declare('RateLimit');
         declare('RateLimit-Policy');
@@ -156,10 +197,7 @@ function documentRoute(route: RouteOptions): void {
       // The handler's own 4xx answers are kept and replayed too (plugins/idempotency); 401 and 429 never are, and
       // 413, 415 and 422 are answered before the create runs.
       if (t.idempotentCreate && code >= 400 && code < 500 && ![401, 413, 415, 422, 429].includes(code)) declare('Idempotent-Replayed');
-      if (t.conditionalGet && (code === 200 || code === 304)) {
-        declare('ETag');
-        declare('Cache-Control');
-      }
+      if (t.conditionalGet && (code === 200 || code === 304)) declare('ETag');
       if (t.conditionalWrite && method.toUpperCase() === 'PUT' && code === 200) declare('ETag');
       response[status] = { ...entry, headers };
     }

@@ -47,6 +47,7 @@ export function documentEventStream(op: JsonObject): void {
   const content = isObject(ok.content) ? ok.content : {};
   content['text/event-stream'] = { schema: EVENT_STREAM_SCHEMA };
   ok.content = content;
+  ok.headers = { ...(isObject(ok.headers) ? ok.headers : {}), 'X-Accel-Buffering': { $ref: '#/components/headers/X-Accel-Buffering' } };
   ok.description = `${String(ok.description)}; with \`Accept: text/event-stream\`, a live stream of ${what}`;
   op.parameters = [...(Array.isArray(op.parameters) ? op.parameters : []), LAST_EVENT_ID];
   const streamNote =
