@@ -346,7 +346,7 @@ describe('the OpenAPI document against the headers the service really sends', ()
     const password = '/users/{user_id}/password';
     await send('PUT', password, `/users/${bob.id}/password`, 200, { token: bob.token, body: { currentPassword: bob.password, newPassword: bob.password } });
     await send('PUT', password, `/users/${bob.id}/password`, 400, { token: bob.token, body: {} });
-    await send('PUT', password, `/users/${bob.id}/password`, 401);
+    await send('PUT', password, `/users/${bob.id}/password`, 401, { body: { currentPassword: bob.password, newPassword: bob.password } });
 
     const token = await send('POST', '/tokens', '/tokens', 201, { body: { username: bob.username, password: bob.password } });
     await send('POST', '/tokens', '/tokens', 401, { body: { username: bob.username, password: 'wrong password' } });

@@ -52,3 +52,29 @@ describe('errors raised by the router itself', () => {
     expect(res.json()).toMatchObject(url.startsWith('/boards') ? { code: String(status), data: null } : { status });
   });
 });
+
+/**
+ * A method no route takes on a path is 405 with Allow (404 on an unknown path) before any body is read, even one
+ * Fastify reads bodies for: QUERY without a Content-Type was a 400 ("must provide a 'Content-Type' header").
+ */
+describe('methods no route takes', () => {
+  it.each([
+    ['QUERY', '/users', 405, undefined],
+    ['QUERY', '/users', 405, 'text/plain'],
+    ['QUERY', '/boards/list', 405, undefined],
+    ['QUERY', '/nope', 404, undefined],
+    ['PATCH', '/posts/1', 405, 'application/json'],
+  ])('%s %s: %i, whatever the body (Content-Type %s)', async (method, url, status, type) => {
+    const app = await buildTestApp();
+    const res = await app.inject({
+      method: method as 'GET',
+      url,
+      headers: { 'x-request-id': 'trace-7', ...(type ? { 'content-type': type } : {}) },
+      ...(type ? { payload: '{not json' } : {}),
+    });
+    expect(res.statusCode, res.body).toBe(status);
+    expect(res.headers['x-request-id']).toBe('trace-7');
+    if (status === 405) expect(res.headers.allow).toMatch(/GET/);
+    expect(res.json()).toMatchObject(url.startsWith('/boards') ? { code: String(status), data: null } : { status });
+  });
+});
