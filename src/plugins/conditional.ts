@@ -1,4 +1,5 @@
 import fp from 'fastify-plugin';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { entityTag, parseEntityTags, weakMatch } from '../shared/conditional.js';
 
 /**
@@ -13,6 +14,16 @@ import { entityTag, parseEntityTags, weakMatch } from '../shared/conditional.js'
  * PUT and DELETE: If-Match is parsed here and checked by the route inside its write transaction (shared/conditional.ts).
  * A malformed If-Match or If-None-Match is a 400 before anything else, authentication included.
  */
+/**
+ * What every answer to a GET or HEAD says to caches (CONTRACT §6.1), errors included: revalidate before reuse,
+ * `private` when the request carried a token, and vary on Authorization besides what is already named.
+ */
+export function readCaching(request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('cache-control', request.headers.authorization === undefined ? 'no-cache' : 'private, no-cache');
+  const vary = reply.getHeader('vary');
+  reply.header('vary', typeof vary === 'string' && vary !== '' ? `${vary}, Authorization` : 'Authorization');
+}
+
 export default fp(
   async (app) => {
     app.decorateRequest('ifMatch', null);
@@ -21,9 +32,7 @@ export default fp(
     app.addHook('onRequest', (request, reply, done) => {
       const { method, headers } = request;
       if (method === 'GET' || method === 'HEAD') {
-        reply.header('cache-control', headers.authorization === undefined ? 'no-cache' : 'private, no-cache');
-        const vary = reply.getHeader('vary');
-        reply.header('vary', typeof vary === 'string' && vary !== '' ? `${vary}, Authorization` : 'Authorization');
+        readCaching(request, reply);
         const value = headers['if-none-match'];
         if (value !== undefined) request.ifNoneMatch = parseEntityTags(value, 'If-None-Match');
       } else if (method === 'PUT' || method === 'DELETE') {

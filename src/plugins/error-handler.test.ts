@@ -22,6 +22,9 @@ describe('errors raised by the router itself', () => {
     expect(res.statusCode).toBe(400);
     expect(res.headers['x-request-id']).toBe('trace-42');
     expect(res.headers['access-control-allow-origin']).toBe('https://app.example');
+    // Like every answer to a GET (CONTRACT §6.1).
+    expect(res.headers['cache-control']).toBe('no-cache');
+    expect(res.headers.vary).toBe('Origin, Authorization');
     if (shape === 'problem') {
       expect(res.headers['content-type']).toBe(PROBLEM);
       expect(res.json()).toEqual({

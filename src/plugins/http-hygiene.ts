@@ -2,6 +2,7 @@ import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../shared/errors.js';
 import { sendError } from './errors/reply.js';
+import { readCaching } from './conditional.js';
 import { allowOrigin } from './security.js';
 
 /** The querystring of a route that defines none: no parameter at all is allowed. */
@@ -46,6 +47,7 @@ export default fp(
       }
       reply.header('x-request-id', request.id).header('vary', 'Origin');
       allowOrigin(request, reply);
+      if (request.method === 'GET' || request.method === 'HEAD') readCaching(request, reply);
       if (problem === undefined) {
         void app.refuseRequest(request, reply);
         return;

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { readCaching } from '../conditional.js';
 import { allowOrigin } from '../security.js';
 import { sendError, writeRawError } from './reply.js';
 
@@ -15,6 +16,7 @@ import { sendError, writeRawError } from './reply.js';
 export function frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   reply.header('x-request-id', request.id).header('vary', 'Origin');
   allowOrigin(request, reply);
+  if (request.method === 'GET' || request.method === 'HEAD') readCaching(request, reply);
   const path = request.url.split('?')[0] ?? '/';
   if (!request.server.allowedMethods(path).has(request.method)) {
     request.server.refuseRequest(request, reply);
