@@ -79,6 +79,8 @@ export interface paths {
         /**
          * List users
          * @description In id order, paginated with `limit` and `cursor`; `username` filters to one user.
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["listUsers"];
         put?: never;
@@ -108,7 +110,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a user */
+        /**
+         * Read a user
+         * @description No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
+         */
         get: operations["getUser"];
         /**
          * Replace a user
@@ -213,6 +218,8 @@ export interface paths {
          * List the posts the caller may see
          * @description Newest first, paginated with `limit` and `cursor` (follow the `next` link). Without a token: public posts; with one: also the caller’s own posts and followers-only posts of users they follow; admins see all.
          *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
+         *
          *     With `Accept: text/event-stream` the answer is a live stream of every post the caller may see (anonymous: public posts) (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
          */
         get: operations["listPosts"];
@@ -238,6 +245,8 @@ export interface paths {
         /**
          * Read a post
          * @description A post the caller may not see is answered as if it did not exist.
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["getPost"];
         /**
@@ -270,6 +279,8 @@ export interface paths {
         /**
          * List a user's posts the caller may see
          * @description Newest first, paginated with `limit` and `cursor` (follow the `next` link).
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["listUserPosts"];
         put?: never;
@@ -324,6 +335,8 @@ export interface paths {
         /**
          * List the users who follow a user
          * @description In follower id order, paginated with `limit` and `cursor`. Open to anyone.
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["listFollowers"];
         put?: never;
@@ -352,6 +365,8 @@ export interface paths {
         /**
          * Read one follower
          * @description The same representation as GET /users/{follower_id}, if that user follows user_id. Open to anyone.
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["getFollower"];
         put?: never;
@@ -380,6 +395,8 @@ export interface paths {
         /**
          * List the users a user follows
          * @description In followee id order, paginated with `limit` and `cursor`. Open to anyone.
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["listFollowing"];
         put?: never;
@@ -404,6 +421,8 @@ export interface paths {
         /**
          * List a post's replies
          * @description Oldest first, paginated with `limit` and `cursor`. Anyone who may see the post.
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["listReplies"];
         put?: never;
@@ -432,6 +451,8 @@ export interface paths {
         /**
          * Read a reply
          * @description Anyone who may see the post. A reply of another post is not found here.
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["getReply"];
         /**
@@ -464,6 +485,8 @@ export interface paths {
         /**
          * List the users who recommend a post
          * @description In user id order, paginated with `limit` and `cursor`. Anyone who may see the post.
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["listRecommends"];
         put?: never;
@@ -492,6 +515,8 @@ export interface paths {
         /**
          * Read a user who recommends a post
          * @description The same representation as GET /users/{user_id}; 404 if that user does not recommend the post.
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["getRecommend"];
         put?: never;
@@ -520,6 +545,8 @@ export interface paths {
         /**
          * List boards (seed §4)
          * @description Boards newest first. The page is the offsets [start, min(end, start + limit)); the answer echoes start and limit as applied, sets end to start + the number of items (the start of the next page) and total to the number of boards. All three parameters are optional decimal integers ("1e1" or "0x10" is a 400).
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["listBoards"];
         put?: never;
@@ -544,6 +571,8 @@ export interface paths {
         /**
          * List boards (the same as GET /boards/list)
          * @description Boards newest first. The page is the offsets [start, min(end, start + limit)); the answer echoes start and limit as applied, sets end to start + the number of items (the start of the next page) and total to the number of boards. All three parameters are optional decimal integers ("1e1" or "0x10" is a 400).
+         *
+         *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
         get: operations["listBoardsAtRoot"];
         put?: never;
@@ -569,7 +598,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a board */
+        /**
+         * Read a board
+         * @description No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
+         */
         get: operations["getBoard"];
         /**
          * Replace a board

@@ -191,13 +191,20 @@ describe('the OpenAPI document as a client contract', () => {
     }
   });
 
-  it('says security: [] on public operations and keeps the optional bearer where a token is optional', async () => {
+  it('says security: [] on every public operation, those where a token is optional included', async () => {
     const document = await buildOpenApiDocument();
     const byId = new Map(operationsOf(document).map(([, op]) => [op.operationId, op]));
     for (const id of ['getHealth', 'getMetrics', 'getOpenApi', 'createUser', 'createToken']) expect(byId.get(id)?.security, id).toEqual([]);
-    expect(byId.get('getPost')?.security).toEqual([{}, { bearerAuth: [] }]);
+    // A token is optional on public reads: still `security: []`, the optional token said in words, its 401 listed.
+    expect(byId.get('getPost')?.security).toEqual([]);
+    expect(byId.get('getPost')?.description).toMatch(/bearer token may be sent/);
+    expect(Object.keys((byId.get('getPost') as { responses: object }).responses)).toContain('401');
     expect(byId.get('replaceUser')?.security).toEqual([{ bearerAuth: [] }]);
     for (const [where, op] of operationsOf(document)) expect(op.security, where).toBeDefined();
+    // Every read is public but the feed (self or admin, CONTRACT §4).
+    for (const [where, op] of operationsOf(document).filter(([where]) => where.startsWith('GET '))) {
+      expect(op.security, where).toEqual(where === 'GET /users/{user_id}/feed' ? [{ bearerAuth: [] }] : []);
+    }
   });
 
   it('names the resources as component schemas and refers to them; every $ref resolves', async () => {

@@ -13,7 +13,7 @@ import { RESPONSE_HEADERS, routeTraits } from './route-docs.js';
  * - path ids are integers: validation takes them as strings (`007`, `-3` and `1.5` are 400, and 64-bit values do
  *   not fit a JS number), but a client passes the number it read from a body's `id`;
  * - response headers are `$ref`s to `components.headers`, request validators and idempotency keys are header
- *   parameters, and operations that need no token say `security: []`;
+ *   parameters, and operations that need no token say `security: []`, those where one is optional included;
  * - each path gets an OPTIONS operation: the CORS preflight (204) every path answers, and the 405 with Allow that
  *   a plain OPTIONS gets, as does any other method the path does not take (PATCH, TRACE, …). A 405 is a property
  *   of the path, not of the operations it has (GET /users never answers 405), so it is documented there.
@@ -134,10 +134,21 @@ function integerIds(parameters: Json | undefined): void {
   }
 }
 
+const OPTIONAL_TOKEN =
+  'No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and ' +
+  'followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.';
+
 function operation(op: JsonObject, method: string, path: string): void {
   const traits = routeTraits(method, path, { security: op.security });
   // No requirement at all means "no token needed"; saying so lets a client generator and a linter know.
   op.security ??= [];
+  // Public operations say `security: []` (CONTRACT §5), also the reads where a token is optional (the route's own
+  // `[{}, bearer]`, which the auth plugin enforces). That the token changes what the caller sees, and is checked
+  // when sent, is said in words; the 401 it can bring is among the responses.
+  if (Array.isArray(op.security) && op.security.some((r) => isObject(r) && Object.keys(r).length === 0)) {
+    op.security = [];
+    op.description = [op.description, OPTIONAL_TOKEN].filter((text) => typeof text === 'string' && text !== '').join('\n\n');
+  }
   integerIds(op.parameters);
 
   const headerParameters = [
