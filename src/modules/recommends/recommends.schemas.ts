@@ -9,6 +9,7 @@ export const RecommendParamsSchema = Type.Object({
 
 /** A recommend is created by naming the recommending user, who must be the caller. */
 export const CreateRecommendBodySchema = Type.Object(
-  { id: { ...Id, description: 'The recommending user: the caller' } },
+  // Bounded like a follow's id: a number past 2^53 is no id JSON can carry exactly, so it is a 400, not a 403.
+  { id: { ...Id, maximum: Number.MAX_SAFE_INTEGER, description: 'The recommending user: the caller' } },
   { additionalProperties: false, title: 'NewRecommend' },
 );

@@ -82,6 +82,7 @@ describe('POST /posts/{post_id}/recommends', () => {
     ['an id as a string', { body: 'string-id' }, 400, 'id'],
     ['an id of 0', { body: { id: 0 } }, 400, 'id'],
     ['a fractional id', { body: { id: 1.5 } }, 400, 'id'],
+    ['an id beyond 2^53 (no exact JSON number)', { body: { id: 1e20 } }, 400, 'id'],
     ['an unknown field', { body: 'extra-field' }, 400, 'userId'],
     ['a malformed post id', { path: '/posts/01/recommends' }, 400, 'post_id'],
     ['a post that does not exist', { path: '/posts/424242/recommends' }, 404, undefined],
