@@ -15,6 +15,8 @@ export interface StreamEvent {
   visibility: Visibility;
   previousVisibility: Visibility | null;
   post: PostRow;
+  /** About how many bytes it takes on a stream (the stored post's length): what a subscriber behind by it misses. */
+  size: number;
 }
 
 /**
@@ -95,6 +97,7 @@ function toEvent(row: StreamEventsTable): StreamEvent {
     visibility: row.visibility,
     previousVisibility: row.previous_visibility,
     post: JSON.parse(row.post) as PostRow,
+    size: row.post.length,
   };
 }
 
