@@ -513,6 +513,8 @@ describe('event stream limits and shutdown', () => {
 const WAKEUPS: Array<{ through: string; env: Record<string, string> }> = [
   { through: 'PostgreSQL LISTEN/NOTIFY', env: {} },
   { through: 'Redis pub/sub (REDIS_URL)', env: { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: `corkboard-sse-${process.pid}:` } },
+  // REDIS_URL set but nothing listening there: streams are still served, and still within a second.
+  { through: 'the fallback while Redis is unreachable', env: { REDIS_URL: 'redis://127.0.0.1:6390', REDIS_KEY_PREFIX: `corkboard-sse-${process.pid}:` } },
 ];
 
 describe.skipIf(backend !== 'postgres').each(WAKEUPS)('event streams across two processes, through $through', ({ env }) => {
