@@ -191,6 +191,43 @@ describe('event streams', () => {
     for (const stream of Object.values(streams)) stream.close();
   });
 
+  // The account's follows go in the same transaction as its posts: who could see those posts is the follows as
+  // they were before it, not after it committed.
+  it('an account deleted with its posts: its followers hear of its followers-only posts, their feeds of all its posts', async () => {
+    const leaver = await signUp(server.url, 'acct_leaver');
+    const fan = await signUp(server.url, 'acct_fan');
+    const stranger = await signUp(server.url, 'acct_stranger');
+    await follow(server.url, leaver, fan);
+    const streams = {
+      fan: await sse(server.url, '/posts', { token: fan.token }),
+      fanFeed: await sse(server.url, `/users/${fan.id}/feed`, { token: fan.token }),
+      stranger: await sse(server.url, '/posts', { token: stranger.token }),
+    };
+    const pub = await post(server.url, leaver, { visibility: 'public' });
+    const fol1 = await post(server.url, leaver, { visibility: 'followers' });
+    const fol2 = await post(server.url, leaver, { visibility: 'followers' });
+    await streams.fan.next(isPost('post.created', fol2.id));
+    await streams.fanFeed.next(isPost('post.created', fol2.id));
+    await streams.stranger.next(isPost('post.created', pub.id));
+
+    expect((await request(server.url, 'DELETE', `/users/${leaver.id}`, { token: leaver.token })).status).toBe(200);
+    for (const stream of [streams.fan, streams.fanFeed]) {
+      await stream.next(isPost('post.deleted', fol2.id), 10_000);
+      expect(postIds(stream, 'post.deleted')).toEqual([pub.id, fol1.id, fol2.id]);
+    }
+    // Nobody else is told of the followers-only ones.
+    const marker = await post(server.url, stranger, { visibility: 'public' });
+    await streams.stranger.next(isPost('post.created', marker.id));
+    expect(postIds(streams.stranger, 'post.deleted')).toEqual([pub.id]);
+
+    // A resume from the first of those deletions replays the others to the follower too.
+    const firstGone = await streams.fan.next(isPost('post.deleted', pub.id));
+    const resumed = await sse(server.url, '/posts', { token: fan.token, lastEventId: firstGone.id! });
+    await resumed.next(isPost('post.created', marker.id));
+    expect(postIds(resumed, 'post.deleted')).toEqual([fol1.id, fol2.id]);
+    for (const stream of [...Object.values(streams), resumed]) stream.close();
+  });
+
   it('an admin may stream another user’s feed; a member may not (403), nor without a token (401)', async () => {
     const member = await signUp(server.url, 'feed_member');
     const other = await signUp(server.url, 'feed_other');

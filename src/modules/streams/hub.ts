@@ -114,6 +114,8 @@ export class StreamHub {
    */
   private readonly joining = new Map<Subscriber, { resumeFrom: number | undefined; joined: () => void }>();
   private timers: NodeJS.Timeout[] = [];
+  /** Follower lists of deleted accounts (events.ts, deletingAccount), by the id of the event holding each; a few. */
+  private readonly followerLists = new Map<number, ReadonlySet<number>>();
   private closed = false;
   private readonly openGauge: Gauge;
   private readonly sent: Counter;
@@ -399,7 +401,7 @@ export class StreamHub {
         needFollow.add(v.id);
       }
     }
-    const follows = needFollow.size > 0 ? await this.events.followersAmong(event.ownerId, [...needFollow]) : new Set<number>();
+    const follows = needFollow.size > 0 ? await this.followersAmong(event, [...needFollow]) : new Set<number>();
 
     let body: string | undefined;
     const deleted = `data: {"id":${event.postId}}\n\n`;
@@ -427,6 +429,26 @@ export class StreamHub {
       this.write(sub, `id: ${event.id}\n${frame}`);
       this.sent.inc();
     }
+  }
+
+  /**
+   * Which of `candidates` follow the event's owner: now, or for a post deleted with its owner's account, as they
+   * did before that deletion (recorded with the event: the follows went with the account).
+   */
+  private async followersAmong(event: StreamEvent, candidates: number[]): Promise<ReadonlySet<number>> {
+    let recorded: ReadonlySet<number> | undefined;
+    if (event.followers) recorded = new Set(event.followers);
+    else if (event.followersIn !== undefined) {
+      recorded = this.followerLists.get(event.followersIn);
+      if (!recorded) {
+        // Purged already (kept an hour, like the events pointing at it): nobody is known to have followed.
+        recorded = new Set((await this.events.byId(event.followersIn))?.followers);
+        if (this.followerLists.size >= 16) this.followerLists.delete(this.followerLists.keys().next().value!);
+        this.followerLists.set(event.followersIn, recorded);
+      }
+    }
+    if (!recorded) return this.events.followersAmong(event.ownerId, candidates);
+    return new Set(candidates.filter((id) => recorded.has(id)));
   }
 
   private heartbeat(): void {
