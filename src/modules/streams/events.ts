@@ -15,6 +15,36 @@ export interface StreamEvent {
   visibility: Visibility;
   previousVisibility: Visibility | null;
   post: PostRow;
+  /**
+   * A post deleted with its owner's account: the owner's followers as they were before (the follows went in the
+   * same transaction). Either the list itself, or the id of the event of that deletion that holds it.
+   */
+  followers?: readonly number[];
+  followersIn?: number;
+  /** About how many bytes it takes on a stream (the stored post's length): what a subscriber behind by it misses. */
+  size: number;
+}
+
+/**
+ * Accounts being deleted in a transaction (by owner id), each with the event that lists its followers once one
+ * has been written. See `deletingAccount`.
+ */
+const deletingAccounts = new WeakMap<Tx, Map<number, { listedIn?: number }>>();
+
+/**
+ * Says that `tx` deletes the account of `userId`, before the deletions of its posts are recorded.
+ *
+ * Who may see a post is judged when its event is sent (CONTRACT §7), from the follows as they are then. For a post
+ * deleted with its owner's account that cannot work: the follows go in the same transaction, so after the commit
+ * nobody follows the owner any more and its followers would never hear of its followers-only posts (nor their
+ * feeds of any of its posts). So these events record who followed the owner at the time of the write: the first
+ * of the deletion lists the follower ids, and the others point at it (a list per post would repeat a big
+ * account's followers for every post it had). Every other event is still judged at the moment it is sent.
+ */
+export function deletingAccount(tx: Tx, userId: number): void {
+  const accounts = deletingAccounts.get(tx) ?? new Map<number, { listedIn?: number }>();
+  accounts.set(userId, {});
+  deletingAccounts.set(tx, accounts);
 }
 
 /**
@@ -32,15 +62,31 @@ export interface StreamEvent {
  * that hears it reads the log after its own position), which every process's listener hears once it commits.
  */
 export async function recordStreamEvent(tx: Tx, change: PostChange): Promise<number> {
+  const account = change.kind === 'deleted' ? deletingAccounts.get(tx)?.get(change.post.owner_id) : undefined;
+  let followers: Pick<StreamEvent, 'followers' | 'followersIn'> = {};
+  if (account?.listedIn !== undefined) followers = { followersIn: account.listedIn };
+  else if (account) {
+    // Read before the event's id is drawn: the counter's lock is not held while it runs.
+    const rows = await tx.db.selectFrom('follows').select('follower_id').where('followee_id', '=', change.post.owner_id).execute();
+    followers = { followers: rows.map((r) => Number(r.follower_id)) };
+  }
   const event = {
     kind: change.kind,
     post_id: change.post.id,
     owner_id: change.post.owner_id,
     visibility: change.post.visibility,
     previous_visibility: change.kind === 'updated' ? change.previous.visibility : null,
-    post: JSON.stringify(postFields(change.post)),
+    post: JSON.stringify({ ...postFields(change.post), ...followers }),
     created_at: new Date().toISOString(),
   };
+  const id = await insertEvent(tx, event);
+  if (account && account.listedIn === undefined) account.listedIn = id;
+  return id;
+}
+
+type EventRow = Omit<StreamEventsTable, 'id'>;
+
+async function insertEvent(tx: Tx, event: EventRow): Promise<number> {
   if (tx.dialect === 'postgres') {
     // The wake-up first, outside the counter's lock (it is sent at commit whatever its place). Then the id and
     // the row in one statement, so the lock is held for one round trip and the commit.
@@ -87,6 +133,7 @@ function postFields(row: PostRow): PostRow {
 }
 
 function toEvent(row: StreamEventsTable): StreamEvent {
+  const { followers, followersIn, ...post } = JSON.parse(row.post) as PostRow & Pick<StreamEvent, 'followers' | 'followersIn'>;
   return {
     id: Number(row.id),
     kind: row.kind,
@@ -94,7 +141,10 @@ function toEvent(row: StreamEventsTable): StreamEvent {
     ownerId: Number(row.owner_id),
     visibility: row.visibility,
     previousVisibility: row.previous_visibility,
-    post: JSON.parse(row.post) as PostRow,
+    post,
+    ...(followers !== undefined ? { followers } : {}),
+    ...(followersIn !== undefined ? { followersIn } : {}),
+    size: row.post.length,
   };
 }
 
@@ -106,6 +156,11 @@ export function createEventsRepository(db: Kysely<Database>) {
       if (upTo !== undefined) query = query.where('id', '<=', upTo);
       const rows = await query.orderBy('id').limit(limit).execute();
       return rows.map(toEvent);
+    },
+    /** One event, if it is still kept. */
+    async byId(id: number): Promise<StreamEvent | undefined> {
+      const row = await db.selectFrom('stream_events').selectAll().where('id', '=', id).executeTakeFirst();
+      return row === undefined ? undefined : toEvent(row);
     },
     /** The last id handed out, and the oldest id still kept (undefined: none kept). */
     async bounds(): Promise<{ last: number; oldest: number | undefined }> {

@@ -10,12 +10,23 @@ import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
 import { createEventsRepository, type StreamEvent } from './events.js';
 
-/** A subscriber more than this far behind (bytes written but not yet taken by the client) is disconnected. */
+/**
+ * A subscriber with more than this waiting for it (bytes written but not yet taken by the client, plus the events
+ * it has fallen behind by) that does not drain for SLOW_GRACE_MS is disconnected.
+ */
 export const MAX_BACKLOG_BYTES = 1024 * 1024;
-/** A replay pauses while this much is waiting for the client, so catching up cannot by itself hit the limit. */
+/**
+ * Nothing more is written to a subscriber while this much is waiting for it: the live pump leaves it to catch up
+ * from the log at its own pace, and a catch-up waits. So no single write outruns the client, and a stream holds
+ * about this much memory at most.
+ */
 const REPLAY_PAUSE_BYTES = 256 * 1024;
-/** How long a replay waits for a client that does not read before dropping it. */
+/** How long a subscriber more than MAX_BACKLOG_BYTES behind may take nothing before it is dropped. */
+const SLOW_GRACE_MS = 5_000;
+/** How long a catch-up waits for a client that takes nothing (however little is waiting) before dropping it. */
 const REPLAY_STALL_MS = 30_000;
+/** How often a paused catch-up looks whether the client has taken what was written. */
+const DRAIN_POLL_MS = 20;
 const BATCH = 500;
 /** The reconnection delay the `retry:` line asks of clients. */
 export const RETRY_MS = 2000;
@@ -47,8 +58,15 @@ export interface Subscriber {
   readonly caller: { id: number; tokenHash: string } | undefined;
   /** The last event id this subscriber has been given or has been judged not to see. */
   cursor: number;
-  /** False while it is replaying from Last-Event-ID: the pump hands it live events only afterwards. */
+  /**
+   * False while it catches up from the log (replaying from Last-Event-ID, or after falling behind the pump): the
+   * pump hands it live events only afterwards.
+   */
   live: boolean;
+  /** While catching up: the bytes of the events the pump has passed that it has still to go through. */
+  behind?: number;
+  /** While catching up: the events after this id are counted in `behind`. */
+  countedFrom?: number;
   /** What the response streams to the client (Fastify pipes it into the socket). */
   readonly out: PassThrough;
   readonly res: ServerResponse;
@@ -61,12 +79,18 @@ export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
 /**
  * Every open stream of this process, and the pump that feeds them.
  *
- * The pump is the only reader of the event log: one run at a time reads the events after `position` in id order
- * (ids follow commit order, see events.ts) and hands each to every live subscriber, judging visibility for each at
- * that moment (a follow looked up once per event for all the subscribers who need it). It is kicked after a local
- * commit, by PostgreSQL's NOTIFY for commits of other processes, and by a slow poll as a safety net. A subscriber
- * resuming from Last-Event-ID is caught up inside the same serialised run (replay up to `position`, then live), so
- * nothing is sent twice and nothing falls between replay and live.
+ * The pump reads the log for live delivery: one run at a time reads the events after `position` in id order (ids
+ * follow commit order, see events.ts) and hands each to every live subscriber, judging visibility for each at that
+ * moment (a follow looked up once per event for all the subscribers who need it). It is kicked after a local
+ * commit, by PostgreSQL's NOTIFY (or Redis) for commits of other processes, and by a slow poll as a safety net.
+ *
+ * A subscriber that is not live catches up on its own (`catchUp`): one resuming from Last-Event-ID, and one the
+ * pump found with more than REPLAY_PAUSE_BYTES still waiting, which it leaves behind rather than write past what
+ * the client takes (a burst of big events would otherwise be written all at once, and a reader that keeps up cut
+ * off). The catch-up reads the log after the subscriber's cursor up to `position`, writing only while the client
+ * takes what it was given, and goes live once it has reached `position`. The pump moves `position` to an event
+ * before choosing who gets it live, both without a pause, so an event is handed over either by the pump (the
+ * subscriber was live) or by the catch-up (it was not): nothing twice, nothing lost in between.
  *
  * While no stream is open the pump does not run: a kick only marks the hub `idle`. Every post write kicks it, and
  * reading the log back after each one was work for nobody (bench/README.md, "the stream pump with no stream open").
@@ -75,7 +99,6 @@ export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
  */
 export class StreamHub {
   private readonly subscribers = new Set<Subscriber>();
-  private readonly pending = new Set<Subscriber>();
   private readonly perUser = new Map<number, number>();
   private readonly events;
   private readonly serialize: (post: unknown) => string;
@@ -85,9 +108,14 @@ export class StreamHub {
   private again = false;
   /** Kicks were skipped while no stream was open: `position` may be behind the end of the log. */
   private idle = false;
-  /** Streams opening while idle, each with what lets its opening go on once the pump has placed it. */
-  private readonly joining = new Map<Subscriber, () => void>();
+  /**
+   * Streams opening while idle, each with its Last-Event-ID (if any) and what lets its opening go on once the pump
+   * has placed it.
+   */
+  private readonly joining = new Map<Subscriber, { resumeFrom: number | undefined; joined: () => void }>();
   private timers: NodeJS.Timeout[] = [];
+  /** Follower lists of deleted accounts (events.ts, deletingAccount), by the id of the event holding each; a few. */
+  private readonly followerLists = new Map<number, ReadonlySet<number>>();
   private closed = false;
   private readonly openGauge: Gauge;
   private readonly sent: Counter;
@@ -154,28 +182,34 @@ export class StreamHub {
     if (sub.caller) this.perUser.set(sub.caller.id, (this.perUser.get(sub.caller.id) ?? 0) + 1);
     this.openGauge.set(this.subscribers.size);
     this.write(sub, `retry: ${RETRY_MS}\n\n`);
-    if (lastEventId === undefined && this.idle) {
-      // `position` may be far behind: the pump places the stream at the end of the log. The answer starts only
+    if (this.idle) {
+      // `position` may be far behind: the pump first moves it to the end of the log, then places the stream (a
+      // catch-up would otherwise go live at the old position and miss what lies between). The answer starts only
       // then (openStream awaits this), so a post the client writes once it sees the stream open is delivered.
       await new Promise<void>((resolve) => {
-        this.joining.set(sub, resolve);
+        this.joining.set(sub, { resumeFrom: lastEventId, joined: resolve });
         this.kick();
       });
-    } else if (lastEventId === undefined) {
+    } else {
+      this.place(sub, lastEventId);
+    }
+  }
+
+  /** Puts a new stream live at `position`, or, resuming, starts its catch-up from `lastEventId`. */
+  private place(sub: Subscriber, lastEventId: number | undefined): void {
+    if (lastEventId === undefined) {
       sub.cursor = this.position;
       sub.live = true;
     } else {
       sub.cursor = lastEventId;
-      this.pending.add(sub);
-      this.kick();
+      void this.catchUp(sub, true, this.position);
     }
   }
 
   remove(sub: Subscriber): void {
     if (!this.subscribers.delete(sub)) return;
     sub.closed = true;
-    this.pending.delete(sub);
-    this.joining.get(sub)?.();
+    this.joining.get(sub)?.joined();
     this.joining.delete(sub);
     if (sub.caller) {
       const left = (this.perUser.get(sub.caller.id) ?? 1) - 1;
@@ -254,51 +288,106 @@ export class StreamHub {
         this.position = Math.max(this.position, (await this.events.bounds()).last);
         this.idle = false;
       }
-      for (const [sub, joined] of this.joining) {
-        sub.cursor = this.position;
-        sub.live = true;
+      for (const [sub, { resumeFrom, joined }] of this.joining) {
+        this.place(sub, resumeFrom);
         joined();
       }
       this.joining.clear();
-      for (const sub of [...this.pending]) {
-        await this.catchUp(sub);
-        this.pending.delete(sub);
-        sub.live = true;
-      }
       for (;;) {
         const batch = await this.events.after(this.position, BATCH);
         if (batch.length === 0) break;
         for (const event of batch) {
-          const live = [...this.subscribers].filter((sub) => sub.live && sub.cursor < event.id);
-          await this.deliver(event, live);
+          // `position` first, then who is live, with no pause between: a catch-up that has not gone live by now
+          // reads this event from the log itself (see catchUp).
+          const before = this.position;
           this.position = event.id;
+          const live: Subscriber[] = [];
+          for (const sub of this.subscribers) {
+            if (sub.cursor >= event.id) continue;
+            if (sub.live) live.push(sub);
+            else if (sub.behind !== undefined) sub.behind += event.size;
+          }
+          try {
+            await this.deliver(event, live);
+          } catch (error) {
+            // Nobody was given it (deliver fails before its first write): the retry starts from this event again.
+            this.position = before;
+            throw error;
+          }
         }
       }
     } while (this.again && !this.closed);
   }
 
-  /** Replays what a resuming subscriber missed, up to where the pump stands; live delivery takes over from there. */
-  private async catchUp(sub: Subscriber): Promise<void> {
-    const { last, oldest } = await this.events.bounds();
-    if (sub.cursor > last) {
-      // An id this database never handed out (another deployment's, or from before a restore): start afresh.
-      this.write(sub, 'event: reset\ndata: {}\n\n');
-      sub.cursor = last;
-    } else if (oldest === undefined ? sub.cursor < last : sub.cursor + 1 < oldest) {
-      // Ids have no gaps: an id below the oldest kept means events after it were purged.
-      this.write(sub, 'event: reset\ndata: {}\n\n');
+  /**
+   * Sends a subscriber that is not live what it is missing, from its cursor up to where the pump stands, one event
+   * at a time and only while the client takes what it is given; then puts it live. `resumed`: it comes with a
+   * Last-Event-ID, which may be older than the oldest event kept (or unknown here): `event: reset` first.
+   * `countedFrom`: the events after it count in `behind` (the pump adds those it passes from now on).
+   */
+  private async catchUp(sub: Subscriber, resumed: boolean, countedFrom: number): Promise<void> {
+    sub.live = false;
+    sub.countedFrom = countedFrom;
+    sub.behind ??= 0;
+    try {
+      if (resumed) {
+        const { last, oldest } = await this.events.bounds();
+        if (sub.cursor > last) {
+          // An id this database never handed out (another deployment's, or from before a restore): start afresh.
+          this.write(sub, 'event: reset\ndata: {}\n\n');
+          sub.cursor = last;
+        } else if (oldest === undefined ? sub.cursor < last : sub.cursor + 1 < oldest) {
+          // Ids have no gaps: an id below the oldest kept means events after it were purged.
+          this.write(sub, 'event: reset\ndata: {}\n\n');
+        }
+      }
+      for (;;) {
+        if (!(await this.room(sub))) return;
+        const upTo = this.position;
+        // Checked and set with no pause in between, against the pump's `position` (see pump).
+        if (sub.cursor >= upTo) {
+          sub.live = true;
+          sub.behind = undefined;
+          sub.countedFrom = undefined;
+          return;
+        }
+        const batch = await this.events.after(sub.cursor, BATCH, upTo);
+        // Nothing there (purged meanwhile): what is left up to `upTo` is gone for everyone.
+        if (batch.length === 0) sub.cursor = upTo;
+        for (const event of batch) {
+          if (!(await this.room(sub))) return;
+          await this.deliver(event, [sub]);
+          if (event.id > (sub.countedFrom ?? Infinity)) sub.behind = Math.max(0, (sub.behind ?? 0) - event.size);
+        }
+      }
+    } catch (error) {
+      // A failed read of the log: the client reconnects with Last-Event-ID (the retry line) and resumes.
+      this.log.warn({ err: error }, 'event stream catch-up failed; ending the stream');
+      if (!sub.closed) this.end(sub);
     }
-    for (;;) {
-      if (sub.closed) return;
-      const batch = await this.events.after(sub.cursor, BATCH, this.position);
-      if (batch.length === 0) return;
-      for (const event of batch) await this.deliver(event, [sub]);
-      const stalled = Date.now() + REPLAY_STALL_MS;
-      while (!sub.closed && this.backlog(sub) > REPLAY_PAUSE_BYTES) {
-        if (Date.now() > stalled) return this.drop(sub, 'slow');
-        await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+
+  /**
+   * Waits until at most REPLAY_PAUSE_BYTES are waiting for the client. A client that takes nothing meanwhile is
+   * dropped as slow: after SLOW_GRACE_MS when more than MAX_BACKLOG_BYTES wait for it (written, or events it is
+   * behind by), else after REPLAY_STALL_MS. False: the stream is closed.
+   */
+  private async room(sub: Subscriber): Promise<boolean> {
+    let waiting = this.backlog(sub);
+    let progress = Date.now();
+    while (!sub.closed && waiting > REPLAY_PAUSE_BYTES) {
+      await new Promise((resolve) => setTimeout(resolve, DRAIN_POLL_MS));
+      const now = Date.now();
+      const left = this.backlog(sub);
+      if (left < waiting) progress = now;
+      waiting = left;
+      const grace = waiting + (sub.behind ?? 0) > MAX_BACKLOG_BYTES ? SLOW_GRACE_MS : REPLAY_STALL_MS;
+      if (now - progress > grace && !sub.closed) {
+        this.drop(sub, 'slow');
+        return false;
       }
     }
+    return !sub.closed;
   }
 
   /** Sends one event to each of `subs` that may see it now, and moves their cursors past it. */
@@ -312,12 +401,19 @@ export class StreamHub {
         needFollow.add(v.id);
       }
     }
-    const follows = needFollow.size > 0 ? await this.events.followersAmong(event.ownerId, [...needFollow]) : new Set<number>();
+    const follows = needFollow.size > 0 ? await this.followersAmong(event, [...needFollow]) : new Set<number>();
 
     let body: string | undefined;
     const deleted = `data: {"id":${event.postId}}\n\n`;
     for (const sub of subs) {
       if (sub.closed || sub.cursor >= event.id) continue;
+      if (sub.live && this.backlog(sub) > REPLAY_PAUSE_BYTES) {
+        // The client has not taken what it was given: writing on would outrun it. It catches up from the log at
+        // its own pace (this event included) and is live again once it has.
+        sub.behind = event.size;
+        void this.catchUp(sub, false, sub.cursor);
+        continue;
+      }
       sub.cursor = event.id;
       const sees = (visibility: Visibility) => canSee(sub, event.ownerId, visibility, follows);
       let frame: string | undefined;
@@ -333,6 +429,26 @@ export class StreamHub {
       this.write(sub, `id: ${event.id}\n${frame}`);
       this.sent.inc();
     }
+  }
+
+  /**
+   * Which of `candidates` follow the event's owner: now, or for a post deleted with its owner's account, as they
+   * did before that deletion (recorded with the event: the follows went with the account).
+   */
+  private async followersAmong(event: StreamEvent, candidates: number[]): Promise<ReadonlySet<number>> {
+    let recorded: ReadonlySet<number> | undefined;
+    if (event.followers) recorded = new Set(event.followers);
+    else if (event.followersIn !== undefined) {
+      recorded = this.followerLists.get(event.followersIn);
+      if (!recorded) {
+        // Purged already (kept an hour, like the events pointing at it): nobody is known to have followed.
+        recorded = new Set((await this.events.byId(event.followersIn))?.followers);
+        if (this.followerLists.size >= 16) this.followerLists.delete(this.followerLists.keys().next().value!);
+        this.followerLists.set(event.followersIn, recorded);
+      }
+    }
+    if (!recorded) return this.events.followersAmong(event.ownerId, candidates);
+    return new Set(candidates.filter((id) => recorded.has(id)));
   }
 
   private heartbeat(): void {

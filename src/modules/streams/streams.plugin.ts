@@ -19,6 +19,11 @@ declare module 'fastify' {
 /** How often old events are purged (in the background, never by a request). */
 const PURGE_EVERY_MS = 10 * 60_000;
 const RETRY_AFTER_SECONDS = '5';
+/**
+ * While the Redis wake-up is not connected, how often the hub looks for other processes' events itself (CONTRACT
+ * §7: delivery within 1 s of the commit, Redis or not). A look with no stream open costs nothing (see hub.ts).
+ */
+const REDIS_DOWN_POLL_MS = 250;
 
 /** True when the client asks for an event stream (CONTRACT §7): `Accept: text/event-stream`. */
 export function wantsEventStream(request: FastifyRequest): boolean {
@@ -115,6 +120,7 @@ export default fp(
     let listener: Listener | undefined;
     let wakeup: Wakeup | undefined;
     let purge: NodeJS.Timeout | undefined;
+    let redisDownPoll: NodeJS.Timeout | undefined;
     app.addHook('onReady', async () => {
       await hub.start();
       const runPurge = () => {
@@ -133,8 +139,14 @@ export default fp(
           channel: `${config.redisKeyPrefix}stream-events`,
           onMessage: () => hub.kick(),
           onConnected: () => hub.kick(),
-          onError: (error) => app.log.warn({ err: error }, 'event stream Redis connection failed'),
+          onError: (error) => app.log.warn({ err: error }, 'event stream Redis connection failed; polling the event log meanwhile'),
         });
+        // Redis down (or not yet connected): the hub would hear of other processes' commits only through its 5 s
+        // safety poll. A poll rather than LISTEN: where REDIS_URL is used, a session connection may not be at hand.
+        redisDownPoll = setInterval(() => {
+          if (!wakeup?.connected) hub.kick();
+        }, REDIS_DOWN_POLL_MS);
+        redisDownPoll.unref();
         return;
       }
       listener = listen({
@@ -149,6 +161,7 @@ export default fp(
     app.addHook('onClose', async () => {
       hub.closeAll();
       if (purge) clearInterval(purge);
+      if (redisDownPoll) clearInterval(redisDownPoll);
       await listener?.close();
       await wakeup?.close();
     });

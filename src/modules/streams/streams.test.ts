@@ -22,6 +22,31 @@ describe('stream event log', () => {
     expect(await app.db.selectFrom('stream_position').select('last_id').execute()).toEqual([{ last_id: 3 }]);
   });
 
+  it('an account deleted with its posts: the first deletion lists its followers as they were, the others point at it', async () => {
+    const app = await buildTestApp();
+    const owner = await signUp(app);
+    const fan = await signUp(app);
+    expect((await call(app, 'POST', `/users/${owner.id}/followers`, { token: fan.token, body: { id: fan.id } })).statusCode).toBe(201);
+    const ids: number[] = [];
+    for (const visibility of ['public', 'followers', 'followers']) {
+      const res = await call(app, 'POST', `/users/${owner.id}/posts`, { token: owner.token, body: { title: 't', content: 'c', visibility } });
+      ids.push(res.json().id as number);
+    }
+    // A post deleted on its own is judged when sent (the follows are still there): nothing is recorded for it.
+    await call(app, 'DELETE', `/posts/${ids[0]}`, { token: owner.token });
+    expect((await call(app, 'DELETE', `/users/${owner.id}`, { token: owner.token })).statusCode).toBe(200);
+    const deleted = await app.db.selectFrom('stream_events').select(['id', 'post_id', 'post']).where('kind', '=', 'deleted').orderBy('id').execute();
+    const stored = deleted.map((row) => {
+      const { followers, followersIn } = JSON.parse(row.post) as { followers?: number[]; followersIn?: number };
+      return { post_id: row.post_id, followers, followersIn };
+    });
+    expect(stored).toEqual([
+      { post_id: ids[0], followers: undefined, followersIn: undefined },
+      { post_id: ids[1], followers: [fan.id], followersIn: undefined },
+      { post_id: ids[2], followers: undefined, followersIn: deleted[1]!.id },
+    ]);
+  });
+
   it('a write that rolls back leaves no event and gives its id back', async () => {
     const app = await buildTestApp();
     const user = await signUp(app);

@@ -6,6 +6,7 @@ import { AppError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
 import type { PostChanges } from '../../shared/post-changes.js';
 import { POST_COLUMNS } from '../../shared/visibility.js';
+import { deletingAccount } from '../streams/events.js';
 import { createTokensRepository } from '../tokens/tokens.repository.js';
 import { createUsersRepository } from './users.repository.js';
 
@@ -150,8 +151,10 @@ export async function deleteUser(
       .where('owner_id', '<>', id)
       .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', id))
       .execute();
-    // The user's posts go with the cascade: live streams hear of each as deleted, like a DELETE /posts/{id}.
+    // The user's posts go with the cascade: live streams hear of each as deleted, like a DELETE /posts/{id}, by
+    // who could see it before this transaction (its follows go with it: see deletingAccount).
     if (options.changes) {
+      deletingAccount(tx, id);
       const posts = await db.selectFrom('posts').select(POST_COLUMNS).where('posts.owner_id', '=', id).orderBy('posts.id').execute();
       for (const post of posts) await options.changes.record(tx, { kind: 'deleted', post });
     }
