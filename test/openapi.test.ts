@@ -15,6 +15,7 @@ type Operation = {
   operationId?: string;
   tags?: string[];
   summary?: string;
+  description?: string;
   security?: Array<Record<string, string[]>>;
   parameters?: Array<Ref | { name: string; in: string; schema?: { type?: string } }>;
   responses?: Record<string, Response>;
