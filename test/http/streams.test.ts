@@ -88,6 +88,18 @@ describe('event streams', () => {
     await db?.drop();
   }, 60_000);
 
+  it('negotiates on Accept (q-values) and says Vary: Accept on both answers', async () => {
+    const stream = await sse(server.url, '/posts', { headers: { accept: 'application/json;q=0.5, text/event-stream' } });
+    expect(stream.headers['content-type']).toBe('text/event-stream');
+    expect(stream.headers.vary).toMatch(/\bAccept\b/);
+    stream.close();
+    for (const accept of ['text/event-stream;q=0', 'application/json, text/event-stream;q=0.5', '*/*', 'application/json']) {
+      const res = await request(server.url, 'GET', '/posts', { headers: { accept } });
+      expect(res.headers.get('content-type'), accept).toBe('application/json; charset=utf-8');
+      expect(res.headers.get('vary'), accept).toMatch(/\bAccept\b/);
+    }
+  });
+
   it('answers 200 text/event-stream with a retry line, keep-alives, and each post as GET /posts/{id} shows it', async () => {
     const author = await signUp(server.url, 'st_author');
     // The client accepts compression: an event stream is never compressed (nor held back by a compressor).

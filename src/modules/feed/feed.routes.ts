@@ -7,7 +7,7 @@ import { PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { problems } from '../../shared/problems.js';
 import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
-import { openStream, wantsEventStream } from '../streams/streams.plugin.js';
+import { negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createFeedRepository, type FeedOwner } from './feed.repository.js';
@@ -50,7 +50,7 @@ const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
         if (caller.role !== 'admin') throw AppError.forbidden("Only the user or an admin may read a user's feed");
         owner = user;
       }
-      if (wantsEventStream(request)) return openStream(app, request, reply, { kind: 'feed', viewer: owner, caller });
+      if (negotiateStream(request, reply)) return openStream(app, request, reply, { kind: 'feed', viewer: owner, caller });
       const rows = await keysetPage(request, reply, `feed|${userId}`, request.query, (page) => feed.page(owner, page));
       return rows.map((r) => toPost(r, app.links));
     },

@@ -11,7 +11,7 @@ import { problems } from '../../shared/problems.js';
 import { toPost } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { findVisiblePost, requireVisiblePost, type Viewer } from '../../shared/visibility.js';
-import { openStream, wantsEventStream } from '../streams/streams.plugin.js';
+import { negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createPostsRepository } from './posts.repository.js';
@@ -51,7 +51,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const caller = await app.auth.optional(request);
-      if (wantsEventStream(request)) return openStream(app, request, reply, { kind: 'posts', viewer: caller, caller });
+      if (negotiateStream(request, reply)) return openStream(app, request, reply, { kind: 'posts', viewer: caller, caller });
       const rows = await keysetPage(request, reply, 'posts', request.query, (page) => posts.list(caller, page));
       return rows.map((r) => toPost(r, app.links));
     },

@@ -25,11 +25,30 @@ const RETRY_AFTER_SECONDS = '5';
  */
 const REDIS_DOWN_POLL_MS = 250;
 
-/** True when the client asks for an event stream (CONTRACT §7): `Accept: text/event-stream`. */
-export function wantsEventStream(request: FastifyRequest): boolean {
+/**
+ * Whether to answer with an event stream (CONTRACT §7): the client accepts `text/event-stream` (q > 0) at least as
+ * much as `application/json`. The answer varies on Accept either way, so `Vary` says so for caches.
+ */
+export function negotiateStream(request: FastifyRequest, reply: FastifyReply): boolean {
+  const vary = reply.getHeader('vary');
+  reply.header('vary', typeof vary === 'string' && vary !== '' ? `${vary}, Accept` : 'Accept');
   // GET only: a HEAD (which Fastify routes to the same handler) gets the JSON answer's headers, not a stream.
   const accept = request.headers.accept;
-  return request.method === 'GET' && accept !== undefined && /(^|,)\s*text\/event-stream\s*(;|,|$)/i.test(accept);
+  if (request.method !== 'GET' || accept === undefined) return false;
+  const stream = quality(accept, 'text/event-stream');
+  return stream !== undefined && stream > 0 && stream >= (quality(accept, 'application/json') ?? 0);
+}
+
+/** The q-value (RFC 9110 §12.4.2) `accept` gives exactly `type`, or undefined when it does not list it. */
+function quality(accept: string, type: string): number | undefined {
+  for (const range of accept.split(',')) {
+    const [name = '', ...parameters] = range.split(';').map((part) => part.trim());
+    if (name.toLowerCase() !== type) continue;
+    const q = parameters.find((parameter) => /^q\s*=/i.test(parameter));
+    const value = q === undefined ? 1 : Number(q.slice(q.indexOf('=') + 1).trim());
+    return Number.isFinite(value) ? value : 0;
+  }
+  return undefined;
 }
 
 /** Last-Event-ID: absent, or one of the ids this service sends (a decimal integer); anything else is a 400. */
