@@ -55,7 +55,9 @@ describe('GET: ETag, Cache-Control, Vary, If-None-Match', () => {
       expect(res.statusCode, url).toBe(200);
       expect(res.headers.etag, url).toMatch(STRONG_TAG);
       expect(res.headers['cache-control'], url).toBe(url.endsWith('/feed') ? 'private, no-cache' : 'no-cache');
-      expect(res.headers.vary, url).toBe('Origin, Authorization, accept-encoding');
+      // GET /posts and the feed also answer an event stream, by Accept (CONTRACT §7).
+      const byAccept = url === '/posts' || url.endsWith('/feed');
+      expect(res.headers.vary, url).toBe(byAccept ? 'Origin, Authorization, Accept, accept-encoding' : 'Origin, Authorization, accept-encoding');
       const again = await call(app, 'GET', url, url.endsWith('/feed') ? { token: bob.token } : {});
       expect(again.body).toBe(res.body);
       expect(again.headers.etag, url).toBe(res.headers.etag);
@@ -131,7 +133,7 @@ describe('GET: ETag, Cache-Control, Vary, If-None-Match', () => {
     expect(brotliDecompressSync(br.rawPayload).toString()).toBe(plain.body);
     expect(br.headers.etag).toBe(plain.headers.etag);
     expect(gzip.headers.etag).toBe(plain.headers.etag);
-    expect(br.headers.vary).toBe('Origin, Authorization, accept-encoding');
+    expect(br.headers.vary).toBe('Origin, Authorization, Accept, accept-encoding');
     for (const method of ['GET', 'HEAD'] as const) {
       const res = await app.inject({
         method,
