@@ -150,9 +150,21 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     const failed = await server.waitForLog((line) => line.msg === 'request failed');
     expect(JSON.stringify(failed)).toMatch(/not currently accepting connections|55000|terminating connection|57P01/);
 
+    // An anonymous event stream, opened after writes while none was open (so it must read the log's end first):
+    // 503 at once, not a wait for as long as the database refuses.
+    const started = Date.now();
+    const stream = await fetch(`${server.url}/posts`, { headers: { accept: 'text/event-stream' }, signal: AbortSignal.timeout(15_000) });
+    expect(stream.status).toBe(503);
+    expect(stream.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 5000);
+
     await allow(true);
     expect((await request(server.url, 'GET', '/health')).status).toBe(200);
     expect((await request(server.url, 'GET', `/users/${userId}`)).status).toBe(200);
+    const reopened = await fetch(`${server.url}/posts`, { headers: { accept: 'text/event-stream' }, signal: AbortSignal.timeout(15_000) });
+    expect(reopened.status).toBe(200);
+    expect(reopened.headers.get('content-type')).toBe('text/event-stream');
+    await reopened.body?.cancel();
   });
 
   it('backends terminated mid-load: only 2xx or 503 with Retry-After, never 500; the pool reconnects', async () => {

@@ -112,7 +112,7 @@ export class StreamHub {
    * Streams opening while idle, each with its Last-Event-ID (if any) and what lets its opening go on once the pump
    * has placed it.
    */
-  private readonly joining = new Map<Subscriber, { resumeFrom: number | undefined; joined: () => void }>();
+  private readonly joining = new Map<Subscriber, { resumeFrom: number | undefined; joined: () => void; failed: (error: unknown) => void }>();
   private timers: NodeJS.Timeout[] = [];
   /** Follower lists of deleted accounts (events.ts, deletingAccount), by the id of the event holding each; a few. */
   private readonly followerLists = new Map<number, ReadonlySet<number>>();
@@ -145,7 +145,13 @@ export class StreamHub {
   /** Reads where the log ends and starts the timers. Streams opened before it completes wait for it. */
   start(): Promise<void> {
     this.started ??= (async () => {
-      this.position = (await this.events.bounds()).last;
+      try {
+        this.position = (await this.events.bounds()).last;
+      } catch (error) {
+        // The database is away: the next stream to open tries again.
+        this.started = undefined;
+        throw error;
+      }
       const tick = Math.max(50, Math.min(1000, Math.floor(this.options.heartbeatMs / 2)));
       this.every(tick, () => this.heartbeat());
       this.every(this.options.authRecheckMs, () => void this.recheck());
@@ -186,10 +192,17 @@ export class StreamHub {
       // `position` may be far behind: the pump first moves it to the end of the log, then places the stream (a
       // catch-up would otherwise go live at the old position and miss what lies between). The answer starts only
       // then (openStream awaits this), so a post the client writes once it sees the stream open is delivered.
-      await new Promise<void>((resolve) => {
-        this.joining.set(sub, { resumeFrom: lastEventId, joined: resolve });
-        this.kick();
-      });
+      try {
+        await new Promise<void>((resolve, reject) => {
+          this.joining.set(sub, { resumeFrom: lastEventId, joined: resolve, failed: reject });
+          this.kick();
+        });
+      } catch (error) {
+        // The log could not be read (the database is away): the stream does not open, and the client hears so now
+        // (a 503 for a database that is unavailable) instead of waiting for as long as the database is away.
+        this.remove(sub);
+        throw error;
+      }
     } else {
       this.place(sub, lastEventId);
     }
@@ -272,6 +285,8 @@ export class StreamHub {
     void this.pump()
       .catch((error: unknown) => {
         this.log.warn({ err: error }, 'event stream pump failed; retrying');
+        for (const { failed } of this.joining.values()) failed(error);
+        this.joining.clear();
         setTimeout(() => this.kick(), 1000).unref();
       })
       .finally(() => {
