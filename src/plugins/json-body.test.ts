@@ -89,6 +89,22 @@ describe('an empty body sent as application/json', () => {
     expect(await app.db.selectFrom(kind === 'post' ? 'posts' : 'boards').select('id').execute()).toEqual([]);
   });
 
+  it.each(['text/plain', 'application/x-www-form-urlencoded'])('is no body either as %s on DELETE; a body of that type is still a 415', async (type) => {
+    const app = await buildTestApp();
+    const author = await signUp(app);
+    const created = await call(app, 'POST', `/users/${author.id}/posts`, { token: author.token, body: { title: 'T', content: 'C' } });
+    const url = `/posts/${created.json().id}`;
+    const headers = { 'content-type': type, authorization: `Bearer ${author.token}` };
+    const withBody = await app.inject({ method: 'DELETE', url, headers, payload: 'x=1' });
+    expect(withBody.statusCode).toBe(415);
+    expect(await app.db.selectFrom('posts').select('id').execute()).toHaveLength(1);
+    const empty = await app.inject({ method: 'DELETE', url, headers });
+    expect(empty.statusCode, empty.body).toBe(200);
+    expect(await app.db.selectFrom('posts').select('id').execute()).toEqual([]);
+    const post = await app.inject({ method: 'POST', url: `/users/${author.id}/posts`, headers });
+    expect(post.statusCode).toBe(415);
+  });
+
   it('is still a 400 naming the body on an operation that takes one', async () => {
     const app = await buildTestApp();
     const author = await signUp(app);

@@ -67,6 +67,15 @@ export default fp(
       // Typed as possibly async; Fastify's default JSON parser answers through `done`, synchronously.
       void parseJson(request, bytes.toString('utf8'), done);
     });
+    // Any other media type: a 415, unless there is nothing to parse on an operation that takes no body (a DELETE
+    // whose client library sends some Content-Type on every request).
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
+      if ((body as Buffer).length === 0 && request.routeOptions.schema?.body === undefined) {
+        done(null, undefined);
+        return;
+      }
+      done(new AppError(415, 'Request bodies must be JSON, sent with Content-Type: application/json'), undefined);
+    });
   },
   { name: 'json-body' },
 );
