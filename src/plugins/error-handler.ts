@@ -3,10 +3,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { normalize } from './errors/normalize.js';
 import { sendError } from './errors/reply.js';
 import { routeRefusal } from './errors/routing.js';
-import type { ArrivingBodies } from './errors/framework.js';
+import { hasBody, type ArrivingBodies } from './errors/framework.js';
 
 export { isBoardRequest, sendError } from './errors/reply.js';
-export { ArrivingBodies, clientError, connectRequest, frameworkError } from './errors/framework.js';
+export { ArrivingBodies, clientError, connectRequest, frameworkError, hasBody } from './errors/framework.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -26,13 +26,13 @@ export default fp<{ arriving: ArrivingBodies }>(
   async (app, { arriving }) => {
     const routes = routeRefusal();
     const rememberPath = (request: FastifyRequest, _reply: FastifyReply, done: () => void) => {
-      arriving.remember(request);
+      if (hasBody(request)) arriving.remember(request);
       done();
     };
     app.addHook('onRoute', (route) => {
       routes.record(route);
-      // Routes that read a body note its path, for a 408 while the body arrives (errors/framework.ts).
-      if ([route.method].flat().some((method) => method === 'POST' || method === 'PUT')) {
+      // Requests that send a body note their path, for a 408 while the body arrives (errors/framework.ts).
+      if ([route.method].flat().some((method) => method === 'POST' || method === 'PUT' || method === 'DELETE')) {
         route.onRequest = [...[route.onRequest ?? []].flat(), rememberPath];
       }
     });

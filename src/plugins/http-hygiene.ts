@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../shared/errors.js';
+import { hasBody } from './errors/framework.js';
 import { sendError } from './errors/reply.js';
 import { readCaching } from './conditional.js';
 import { allowOrigin } from './security.js';
@@ -49,6 +50,9 @@ export default fp(
       allowOrigin(request, reply);
       if (request.method === 'GET' || request.method === 'HEAD') readCaching(request, reply);
       if (problem === undefined) {
+        // The body is not read: close rather than wait for it (one that never fully comes would time out with a
+        // stray 408 on this connection after the answer).
+        if (hasBody(request)) reply.header('connection', 'close');
         void app.refuseRequest(request, reply);
         return;
       }

@@ -23,10 +23,10 @@ afterAll(async () => {
 }, 60_000);
 
 /** A POST that announces 100,000 bytes and then sends one every `everyMs`, until the connection ends. */
-async function dribble(port: number, everyMs: number, path = '/users'): Promise<{ socket: net.Socket; outcome: ReturnType<typeof collect> }> {
+async function dribble(port: number, everyMs: number, path = '/users', method = 'POST'): Promise<{ socket: net.Socket; outcome: ReturnType<typeof collect> }> {
   const socket = await connect(port);
   const outcome = collect(socket, 20_000);
-  socket.write(`POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{`);
+  socket.write(`${method} ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{`);
   const timer = setInterval(() => {
     if (!socket.destroyed && socket.writable) socket.write(' ');
   }, everyMs);
@@ -50,8 +50,11 @@ describe('slow senders', () => {
     expect(ms).toBeLessThan(TIMEOUT_MS * 4);
   });
 
-  it('a board body sent a byte at a time: 408 in the board envelope (CONTRACT §4: every board response)', async () => {
-    const { outcome } = await dribble(server.port, 100, '/boards?x=1');
+  it.each([
+    ['POST', '/boards?x=1'],
+    ['DELETE', '/boards/1'],
+  ])('a board body sent a byte at a time (%s %s): 408 in the board envelope (CONTRACT §4: every board response)', async (method, path) => {
+    const { outcome } = await dribble(server.port, 100, path, method);
     const { text, ending } = await outcome;
     expect(ending).toBe('close');
     const res = parseResponse(text);
@@ -129,6 +132,25 @@ describe('malformed requests over a raw socket', () => {
     expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8');
     expect(res.headers['x-request-id']).toMatch(/\S/);
     expect(ending).toBe('close');
+  });
+
+  it('CONNECT to a path no route takes: 404', async () => {
+    const { text, ending } = await rawRequest(server.port, 'CONNECT /nope HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    const res = parseResponse(text);
+    expect(res.status).toBe(404);
+    expect(JSON.parse(res.body)).toMatchObject({ status: 404, instance: '/nope' });
+    expect(ending).toBe('close');
+  });
+
+  it('a method no route takes, with a body that never fully arrives: 405 at once, then the connection is closed (no stray 408)', async () => {
+    const { text, ending, ms } = await rawRequest(
+      server.port,
+      'PATCH /users/1 HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a"',
+    );
+    expect(ending).toBe('close');
+    expect(ms).toBeLessThan(TIMEOUT_MS);
+    expect(text.match(/^HTTP\/1\.1 /gm)).toHaveLength(1);
+    expect(parseResponse(text).status).toBe(405);
   });
 
   it('CONNECT to a known path: 405 with Allow', async () => {

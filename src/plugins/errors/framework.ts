@@ -32,10 +32,16 @@ export function frameworkError(error: FastifyError, request: FastifyRequest, rep
   void sendError(request, reply, { status: 400, detail, errors: [{ field: 'path', message: 'is malformed' }] });
 }
 
+/** Whether a request announces a body (RFC 9112 §6.3: a Transfer-Encoding, or a Content-Length above 0). */
+export function hasBody(request: FastifyRequest): boolean {
+  const { headers } = request;
+  return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+}
+
 /**
  * The path of the request whose body is still arriving on a connection, for the 408 that cuts it off: Node reports
  * that timeout with the socket only, and the bytes it read then are the body's, not the request line. Requests that
- * carry a body (POST, PUT) are recorded as their headers complete; the answer then names the right `instance` and
+ * carry a body (to a POST, PUT or DELETE route) are recorded as their headers complete; the answer then names the right `instance` and
  * takes the envelope under /boards.
  */
 export class ArrivingBodies {
@@ -78,7 +84,8 @@ export function clientError(nextRequestId: () => string, arriving: ArrivingBodie
 /**
  * Node's `connect` event: with no listener, a CONNECT request (`CONNECT host:443 HTTP/1.1`) is dropped without an
  * answer. The service is no proxy: a CONNECT to a path a route takes is 405 with Allow, any other target 400 (an
- * authority such as `host:443` names no resource here). Then the connection is closed.
+ * authority such as `host:443` names no resource here), and to a path no route takes 404. Then the connection is
+ * closed.
  */
 export function connectRequest(app: FastifyInstance, nextRequestId: () => string) {
   return (request: IncomingMessage, socket: Duplex): void => {
@@ -86,9 +93,11 @@ export function connectRequest(app: FastifyInstance, nextRequestId: () => string
     const target = request.url ?? '';
     const path = target.startsWith('/') ? (target.split('?')[0] ?? '/') : undefined;
     const allowed = path === undefined ? new Set<string>() : app.allowedMethods(path);
-    app.log.info({ reqId: requestId, method: 'CONNECT', status: allowed.size > 0 ? 405 : 400 }, 'request rejected');
+    app.log.info({ reqId: requestId, method: 'CONNECT', status: allowed.size > 0 ? 405 : path !== undefined ? 404 : 400 }, 'request rejected');
     if (allowed.size > 0) {
       writeRawError(socket, 405, `CONNECT is not allowed on ${path}`, requestId, path ?? '/', { Allow: [...allowed].sort().join(', ') });
+    } else if (path !== undefined) {
+      writeRawError(socket, 404, `No resource at ${path}`, requestId, path);
     } else {
       writeRawError(socket, 400, 'The service is not a proxy: CONNECT is not supported', requestId, '/');
     }
