@@ -143,6 +143,8 @@ describe('GET: ETag, Cache-Control, Vary, If-None-Match', () => {
       expect(res.statusCode).toBe(304);
       expect(res.rawPayload.length).toBe(0);
       expect(res.headers['content-encoding']).toBeUndefined();
+      // RFC 9110 §8.6: a 304 may repeat only the 200's Content-Length; it sends none.
+      expect(res.headers['content-length']).toBeUndefined();
     }
   });
 

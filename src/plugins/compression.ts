@@ -1,6 +1,7 @@
 import zlib from 'node:zlib';
 import fp from 'fastify-plugin';
 import compress from '@fastify/compress';
+import type { onSendHookHandler } from 'fastify';
 
 /**
  * What gets compressed: JSON (application/json, application/problem+json, …), the text formats (/metrics, the
@@ -18,6 +19,11 @@ export const isCompressible = (contentType: string): boolean => !EVENT_STREAM.te
  * declared. Request bodies are not decompressed: the API takes plain JSON only, and inflating untrusted input
  * would let a small body expand past the body limit's intent.
  */
+const noLengthOn304: onSendHookHandler = (_request, reply, payload, done) => {
+  if (reply.statusCode === 304) reply.removeHeader('content-length');
+  done(null, payload);
+};
+
 export default fp(
   async (app) => {
     await app.register(compress, {
@@ -40,10 +46,20 @@ export default fp(
       },
     });
 
-    // `Vary: Accept-Encoding` on every answer that could be compressed, not only on those that were: a HEAD (which
-    // Fastify answers from the identity body), a 304 and an answer under 1 KiB name the same variance as the
-    // compressed GET, so a shared cache never serves a br body to a client that did not ask for it. Lowercase:
-    // the plugin looks for exactly `accept-encoding` before appending its own.
+    // A HEAD answers with the headers of the GET (RFC 9110 §9.3.2), Content-Encoding and Content-Length included.
+    // Fastify's HEAD route ends its onSend hooks with one that measures the body and drops it, and the plugin
+    // appends its compressor after it, where there is no body left: the compressor goes before it instead.
+    // After it, a 304 loses the Content-Length it measured (of nothing): a 304 may only repeat the 200's (§8.6).
+    app.addHook('onRoute', (route) => {
+      if (route.method !== 'HEAD' || !Array.isArray(route.onSend)) return;
+      const last = route.onSend.findIndex((hook) => hook.name === 'headRouteOnSendHandler');
+      if (last >= 0) route.onSend = [...route.onSend.filter((_, i) => i !== last), route.onSend[last]!, noLengthOn304];
+    });
+
+    // `Vary: Accept-Encoding` on every answer that could be compressed, not only on those that were: a 304 and an
+    // answer under 1 KiB name the same variance as the compressed GET, so a shared cache never serves a br body to
+    // a client that did not ask for it. Lowercase: the plugin looks for exactly `accept-encoding` before appending
+    // its own.
     app.addHook('onSend', (_request, reply, payload, done) => {
       const type = reply.getHeader('content-type');
       if (typeof type === 'string' && isCompressible(type)) {

@@ -58,10 +58,10 @@ export default fp(
         done(null, payload);
         return;
       }
-      // 304: no body and no headers that describe one (RFC 9110 §15.4.5). A HEAD keeps its payload for Fastify's
-      // HEAD handler, which only measures it (a Content-Length equal to the 200's is allowed); a GET sends none.
+      // 304: no body and no headers that describe one (RFC 9110 §15.4.5). Fastify's HEAD handler needs a payload
+      // to measure (null breaks it): an empty one, too small to compress; compression.ts drops the length it sets.
       reply.code(304).removeHeader('content-type').removeHeader('content-length');
-      done(null, method === 'HEAD' ? payload : null);
+      done(null, method === 'HEAD' ? '' : null);
     });
   },
   { name: 'conditional', dependencies: ['security'] },
