@@ -1,11 +1,22 @@
 import type { Tx } from '../db/store.js';
 import type { PostRow } from '../db/types.js';
 
+/**
+ * Posts deleted with their owner's account. Who may see a post is judged when its stream event is sent, but the
+ * account's follows go in the same transaction: this carries who followed the owner before. One object for all of
+ * the account's posts, made inside the deleting transaction: the event log lists the followers once and points the
+ * account's other events at that event (`listedIn`, see streams/events.ts).
+ */
+export interface DeletedAccount {
+  readonly followers: readonly number[];
+  listedIn?: number;
+}
+
 /** A committed change to a post: what the fan-out worker and live streams react to. */
 export type PostChange =
   | { kind: 'created'; post: PostRow }
   | { kind: 'updated'; post: PostRow; previous: PostRow }
-  | { kind: 'deleted'; post: PostRow };
+  | { kind: 'deleted'; post: PostRow; account?: DeletedAccount };
 
 export type PostChangeListener = (change: PostChange) => void;
 

@@ -26,28 +26,6 @@ export interface StreamEvent {
 }
 
 /**
- * Accounts being deleted in a transaction (by owner id), each with the event that lists its followers once one
- * has been written. See `deletingAccount`.
- */
-const deletingAccounts = new WeakMap<Tx, Map<number, { listedIn?: number }>>();
-
-/**
- * Says that `tx` deletes the account of `userId`, before the deletions of its posts are recorded.
- *
- * Who may see a post is judged when its event is sent (CONTRACT §7), from the follows as they are then. For a post
- * deleted with its owner's account that cannot work: the follows go in the same transaction, so after the commit
- * nobody follows the owner any more and its followers would never hear of its followers-only posts (nor their
- * feeds of any of its posts). So these events record who followed the owner at the time of the write: the first
- * of the deletion lists the follower ids, and the others point at it (a list per post would repeat a big
- * account's followers for every post it had). Every other event is still judged at the moment it is sent.
- */
-export function deletingAccount(tx: Tx, userId: number): void {
-  const accounts = deletingAccounts.get(tx) ?? new Map<number, { listedIn?: number }>();
-  accounts.set(userId, {});
-  deletingAccounts.set(tx, accounts);
-}
-
-/**
  * Writes the durable row of a post change inside the writing transaction (a PostChanges recorder).
  *
  * Ids follow commit order. The id comes from the one row of `stream_position`, bumped by UPDATE … RETURNING: the
@@ -62,14 +40,11 @@ export function deletingAccount(tx: Tx, userId: number): void {
  * that hears it reads the log after its own position), which every process's listener hears once it commits.
  */
 export async function recordStreamEvent(tx: Tx, change: PostChange): Promise<number> {
-  const account = change.kind === 'deleted' ? deletingAccounts.get(tx)?.get(change.post.owner_id) : undefined;
-  let followers: Pick<StreamEvent, 'followers' | 'followersIn'> = {};
-  if (account?.listedIn !== undefined) followers = { followersIn: account.listedIn };
-  else if (account) {
-    // Read before the event's id is drawn: the counter's lock is not held while it runs.
-    const rows = await tx.db.selectFrom('follows').select('follower_id').where('followee_id', '=', change.post.owner_id).execute();
-    followers = { followers: rows.map((r) => Number(r.follower_id)) };
-  }
+  // A post deleted with its owner's account: who followed the owner before (see DeletedAccount), listed by the
+  // account's first event and pointed at by the others (a list per post would repeat a big account's followers).
+  const account = change.kind === 'deleted' ? change.account : undefined;
+  const followers: Pick<StreamEvent, 'followers' | 'followersIn'> =
+    account === undefined ? {} : account.listedIn !== undefined ? { followersIn: account.listedIn } : { followers: account.followers };
   const event = {
     kind: change.kind,
     post_id: change.post.id,
@@ -80,7 +55,7 @@ export async function recordStreamEvent(tx: Tx, change: PostChange): Promise<num
     created_at: new Date().toISOString(),
   };
   const id = await insertEvent(tx, event);
-  if (account && account.listedIn === undefined) account.listedIn = id;
+  if (account) account.listedIn ??= id;
   return id;
 }
 

@@ -114,7 +114,7 @@ export class StreamHub {
    */
   private readonly joining = new Map<Subscriber, { resumeFrom: number | undefined; joined: () => void; failed: (error: unknown) => void }>();
   private timers: NodeJS.Timeout[] = [];
-  /** Follower lists of deleted accounts (events.ts, deletingAccount), by the id of the event holding each; a few. */
+  /** Follower lists of deleted accounts (DeletedAccount), by the id of the event that holds each; a few. */
   private readonly followerLists = new Map<number, ReadonlySet<number>>();
   private closed = false;
   private readonly openGauge: Gauge;

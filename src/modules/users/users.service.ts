@@ -4,9 +4,8 @@ import type { Role } from '../../db/types.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
-import type { PostChanges } from '../../shared/post-changes.js';
+import type { DeletedAccount, PostChanges } from '../../shared/post-changes.js';
 import { POST_COLUMNS } from '../../shared/visibility.js';
-import { deletingAccount } from '../streams/events.js';
 import { createTokensRepository } from '../tokens/tokens.repository.js';
 import { createUsersRepository } from './users.repository.js';
 
@@ -152,11 +151,14 @@ export async function deleteUser(
       .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', id))
       .execute();
     // The user's posts go with the cascade: live streams hear of each as deleted, like a DELETE /posts/{id}, by
-    // who could see it before this transaction (its follows go with it: see deletingAccount).
+    // who could see it before this transaction (its follows go with it: see DeletedAccount).
     if (options.changes) {
-      deletingAccount(tx, id);
       const posts = await db.selectFrom('posts').select(POST_COLUMNS).where('posts.owner_id', '=', id).orderBy('posts.id').execute();
-      for (const post of posts) await options.changes.record(tx, { kind: 'deleted', post });
+      if (posts.length > 0) {
+        const followers = await db.selectFrom('follows').select('follower_id').where('followee_id', '=', id).execute();
+        const account: DeletedAccount = { followers: followers.map((row) => Number(row.follower_id)) };
+        for (const post of posts) await options.changes.record(tx, { kind: 'deleted', post, account });
+      }
     }
     await db.deleteFrom('users').where('id', '=', id).execute();
     return true;
