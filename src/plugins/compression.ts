@@ -13,17 +13,18 @@ const COMPRESSIBLE = /^\s*(?:text\/|application\/(?:[\w.+-]+\+)?json\s*(?:;|$)|a
 
 export const isCompressible = (contentType: string): boolean => !EVENT_STREAM.test(contentType) && COMPRESSIBLE.test(contentType);
 
+/** After Fastify's HEAD handler: a 304 sends no Content-Length (it may only repeat the 200's, RFC 9110 §8.6). */
+const noLengthOn304: onSendHookHandler = (_request, reply, payload, done) => {
+  if (reply.statusCode === 304) reply.removeHeader('content-length');
+  done(null, payload);
+};
+
 /**
  * Answers of 1 KiB or more are compressed when the client accepts br or gzip (CONTRACT §5), with
  * `Vary: Accept-Encoding`. Registered before any route: the plugin adds its onSend hook to each route as it is
  * declared. Request bodies are not decompressed: the API takes plain JSON only, and inflating untrusted input
  * would let a small body expand past the body limit's intent.
  */
-const noLengthOn304: onSendHookHandler = (_request, reply, payload, done) => {
-  if (reply.statusCode === 304) reply.removeHeader('content-length');
-  done(null, payload);
-};
-
 export default fp(
   async (app) => {
     await app.register(compress, {

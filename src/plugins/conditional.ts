@@ -3,6 +3,16 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { entityTag, parseEntityTags, weakMatch } from '../shared/conditional.js';
 
 /**
+ * What every answer to a GET or HEAD says to caches (CONTRACT §6.1), errors included: revalidate before reuse,
+ * `private` when the request carried a token, and vary on Authorization besides what is already named.
+ */
+export function readCaching(request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('cache-control', request.headers.authorization === undefined ? 'no-cache' : 'private, no-cache');
+  const vary = reply.getHeader('vary');
+  reply.header('vary', typeof vary === 'string' && vary !== '' ? `${vary}, Authorization` : 'Authorization');
+}
+
+/**
  * Conditional requests (CONTRACT §6.1).
  *
  * GET and HEAD: every answer says `Cache-Control: no-cache` (`private, no-cache` when the request carried a token,
@@ -14,16 +24,6 @@ import { entityTag, parseEntityTags, weakMatch } from '../shared/conditional.js'
  * PUT and DELETE: If-Match is parsed here and checked by the route inside its write transaction (shared/conditional.ts).
  * A malformed If-Match or If-None-Match is a 400 before anything else, authentication included.
  */
-/**
- * What every answer to a GET or HEAD says to caches (CONTRACT §6.1), errors included: revalidate before reuse,
- * `private` when the request carried a token, and vary on Authorization besides what is already named.
- */
-export function readCaching(request: FastifyRequest, reply: FastifyReply): void {
-  reply.header('cache-control', request.headers.authorization === undefined ? 'no-cache' : 'private, no-cache');
-  const vary = reply.getHeader('vary');
-  reply.header('vary', typeof vary === 'string' && vary !== '' ? `${vary}, Authorization` : 'Authorization');
-}
-
 export default fp(
   async (app) => {
     app.decorateRequest('ifMatch', null);

@@ -6,7 +6,7 @@ import { routeRefusal } from './errors/routing.js';
 import { hasBody, type ArrivingBodies } from './errors/framework.js';
 
 export { isBoardRequest, sendError } from './errors/reply.js';
-export { ArrivingBodies, clientError, connectRequest, frameworkError, hasBody } from './errors/framework.js';
+export { ArrivingBodies, clientError, connectRequest, frameworkError } from './errors/framework.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,10 +1,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../shared/errors.js';
-import { hasBody } from './errors/framework.js';
+import { earlyAnswerHeaders, hasBody } from './errors/framework.js';
 import { sendError } from './errors/reply.js';
-import { readCaching } from './conditional.js';
-import { allowOrigin } from './security.js';
 
 /** The querystring of a route that defines none: no parameter at all is allowed. */
 const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false } as const;
@@ -46,9 +44,7 @@ export default fp(
         done();
         return;
       }
-      reply.header('x-request-id', request.id).header('vary', 'Origin');
-      allowOrigin(request, reply);
-      if (request.method === 'GET' || request.method === 'HEAD') readCaching(request, reply);
+      earlyAnswerHeaders(request, reply);
       if (problem === undefined) {
         // The body is not read: close rather than wait for it (one that never fully comes would time out with a
         // stray 408 on this connection after the answer).

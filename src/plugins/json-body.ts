@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import fp from 'fastify-plugin';
+import type { FastifyRequest } from 'fastify';
 import { AppError } from '../shared/errors.js';
 
 /**
@@ -32,6 +33,13 @@ export function declaredCharset(contentType: string): string | undefined | null 
 }
 
 /**
+ * A client library that sets a Content-Type on every request (`application/json`, often) sends one on a DELETE
+ * without a body too. An operation that takes no body has nothing to parse in an empty one: no body, whatever type
+ * it claims, rather than malformed JSON or a 415.
+ */
+const nothingToParse = (request: FastifyRequest, bytes: Buffer) => bytes.length === 0 && request.routeOptions.schema?.body === undefined;
+
+/**
  * Request bodies are JSON in UTF-8 (CONTRACT §1), and bad bytes are refused rather than stored. Fastify's own
  * JSON parser reads the body as a UTF-8 string, whatever charset the request declares, and decodes invalid bytes
  * to U+FFFD: a client sending Latin-1 text ("café" as 0x63 0x61 0x66 0xE9) would have "caf\uFFFD" stored with a 201.
@@ -54,9 +62,7 @@ export default fp(
         return;
       }
       const bytes = body as Buffer;
-      // A client library that sets `Content-Type: application/json` on every request sends it on a DELETE with no
-      // body too. An operation that takes no body has nothing to parse: an empty one is no body, not malformed JSON.
-      if (bytes.length === 0 && request.routeOptions.schema?.body === undefined) {
+      if (nothingToParse(request, bytes)) {
         done(null, undefined);
         return;
       }
@@ -67,10 +73,9 @@ export default fp(
       // Typed as possibly async; Fastify's default JSON parser answers through `done`, synchronously.
       void parseJson(request, bytes.toString('utf8'), done);
     });
-    // Any other media type: a 415, unless there is nothing to parse on an operation that takes no body (a DELETE
-    // whose client library sends some Content-Type on every request).
+    // Any other media type: a 415, unless there is nothing to parse.
     app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
-      if ((body as Buffer).length === 0 && request.routeOptions.schema?.body === undefined) {
+      if (nothingToParse(request, body as Buffer)) {
         done(null, undefined);
         return;
       }

@@ -14,9 +14,7 @@ import { sendError, writeRawError } from './reply.js';
  * Fastify gives these requests no logger of the service's, so the line goes to the app's.
  */
 export function frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  reply.header('x-request-id', request.id).header('vary', 'Origin');
-  allowOrigin(request, reply);
-  if (request.method === 'GET' || request.method === 'HEAD') readCaching(request, reply);
+  earlyAnswerHeaders(request, reply);
   const path = request.url.split('?')[0] ?? '/';
   if (!request.server.allowedMethods(path).has(request.method)) {
     request.server.refuseRequest(request, reply);
@@ -32,6 +30,16 @@ export function frameworkError(error: FastifyError, request: FastifyRequest, rep
   void sendError(request, reply, { status: 400, detail, errors: [{ field: 'path', message: 'is malformed' }] });
 }
 
+/**
+ * For an answer given before the request's hooks run (or instead of them): what those hooks would have set that
+ * every answer carries. The request id, CORS, and for a GET or HEAD the caching headers (CONTRACT §6.1).
+ */
+export function earlyAnswerHeaders(request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id).header('vary', 'Origin');
+  allowOrigin(request, reply);
+  if (request.method === 'GET' || request.method === 'HEAD') readCaching(request, reply);
+}
+
 /** Whether a request announces a body (RFC 9112 §6.3: a Transfer-Encoding, or a Content-Length above 0). */
 export function hasBody(request: FastifyRequest): boolean {
   const { headers } = request;
@@ -41,8 +49,8 @@ export function hasBody(request: FastifyRequest): boolean {
 /**
  * The path of the request whose body is still arriving on a connection, for the 408 that cuts it off: Node reports
  * that timeout with the socket only, and the bytes it read then are the body's, not the request line. Requests that
- * carry a body (to a POST, PUT or DELETE route) are recorded as their headers complete; the answer then names the right `instance` and
- * takes the envelope under /boards.
+ * carry a body (to a POST, PUT or DELETE route) are recorded as their headers complete; the answer then names the
+ * right `instance` and takes the envelope under /boards.
  */
 export class ArrivingBodies {
   private readonly paths = new WeakMap<object, string>();

@@ -34,9 +34,8 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, n: Norma
 /**
  * An error answer written straight to a socket, for what never becomes a Fastify request (broken framing, a
  * timed-out request, CONNECT): problem+json (the envelope under /boards) with a request id, then the connection is
- * closed. The socket is
- * half-closed first and destroyed a moment later, so the client reads the answer before the connection goes
- * (destroying it at once with unread input would reset it, and the client might lose the answer).
+ * closed. The socket is half-closed first and destroyed a moment later, so the client reads the answer before the
+ * connection goes (destroying it at once with unread input would reset it, and the client might lose the answer).
  */
 export function writeRawError(
   socket: Duplex,
