@@ -8,8 +8,13 @@ import { entityTag, parseEntityTags, weakMatch } from '../shared/conditional.js'
  */
 export function readCaching(request: FastifyRequest, reply: FastifyReply): void {
   reply.header('cache-control', request.headers.authorization === undefined ? 'no-cache' : 'private, no-cache');
+  appendVary(reply, 'Authorization');
+}
+
+/** Names one more request header the answer depends on, after those `Vary` names already. */
+export function appendVary(reply: FastifyReply, name: string): void {
   const vary = reply.getHeader('vary');
-  reply.header('vary', typeof vary === 'string' && vary !== '' ? `${vary}, Authorization` : 'Authorization');
+  reply.header('vary', typeof vary === 'string' && vary !== '' ? `${vary}, ${name}` : name);
 }
 
 /**

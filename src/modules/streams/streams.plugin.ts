@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { listen, type Listener } from '../../db/pg-notify.js';
 import type { Caller } from '../../plugins/auth.js';
+import { appendVary } from '../../plugins/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { hashToken } from '../../shared/tokens.js';
 import { findCallerByTokenHash } from '../../db/hot-statements.js';
@@ -30,8 +31,7 @@ const REDIS_DOWN_POLL_MS = 250;
  * much as `application/json`. The answer varies on Accept either way, so `Vary` says so for caches.
  */
 export function negotiateStream(request: FastifyRequest, reply: FastifyReply): boolean {
-  const vary = reply.getHeader('vary');
-  reply.header('vary', typeof vary === 'string' && vary !== '' ? `${vary}, Accept` : 'Accept');
+  appendVary(reply, 'Accept');
   // GET only: a HEAD (which Fastify routes to the same handler) gets the JSON answer's headers, not a stream.
   const accept = request.headers.accept;
   if (request.method !== 'GET' || accept === undefined) return false;
