@@ -43,18 +43,10 @@ const POST_BY_ID = {
  * `GET /posts/{id}`, the most frequent read, whether anonymous or signed in. Not for a write's transaction: it
  * reads outside any (the store's read connection on SQLite, the pool on PostgreSQL).
  */
-export async function findReadablePost(
-  store: Store,
-  id: number,
-  viewer: { id: number; role: Role } | undefined,
-): Promise<PostRow | undefined> {
-  const rows =
-    viewer === undefined
-      ? await store.query<PostRow>(POST_BY_ID.anonymous, [id])
-      : viewer.role === 'admin'
-        ? await store.query<PostRow>(POST_BY_ID.admin, [id])
-        : await store.query<PostRow>(POST_BY_ID.member, [id, viewer.id, viewer.id]);
-  return rows[0];
+export function findReadablePost(store: Store, id: number, viewer: { id: number; role: Role } | undefined): Promise<PostRow | undefined> {
+  if (viewer === undefined) return store.queryOne<PostRow>(POST_BY_ID.anonymous, [id]);
+  if (viewer.role === 'admin') return store.queryOne<PostRow>(POST_BY_ID.admin, [id]);
+  return store.queryOne<PostRow>(POST_BY_ID.member, [id, viewer.id, viewer.id]);
 }
 
 const CALLER_BY_TOKEN_HASH_SQL =
@@ -71,13 +63,12 @@ const CALLER_BY_TOKEN_HASH: PlainStatement = {
  * an ISO timestamp), and was minted with the user's current password version. The same statement as
  * `findCaller` in tokens.repository.ts, as plain SQL.
  */
-export async function findCallerByTokenHash(
+export function findCallerByTokenHash(
   store: Store,
   tokenHash: string,
   now: string,
 ): Promise<{ tokenId: number; id: number; role: Role } | undefined> {
-  const rows = await store.query<{ tokenId: number; id: number; role: Role }>(CALLER_BY_TOKEN_HASH, [tokenHash, now]);
-  return rows[0];
+  return store.queryOne<{ tokenId: number; id: number; role: Role }>(CALLER_BY_TOKEN_HASH, [tokenHash, now]);
 }
 
 /** The post columns but `id`, which each branch of the feed page takes from its own table (see feedPageStatement). */

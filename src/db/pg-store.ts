@@ -42,15 +42,21 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
   const nameOf = statementNames(preparedStatements);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: wrapPool(pool, nameOf, poolMax) }) });
 
+  async function query<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]> {
+    const text = statement.postgres;
+    // pool.query checks a client out and back in around the one statement; an idle client that died is replaced.
+    const result = await pool.query<pg.QueryResultRow & R>({ name: nameOf(text), text, values: [...params] });
+    return result.rows;
+  }
+
   return {
     dialect: 'postgres',
     db,
 
-    async query<R>(statement: PlainStatement, params: readonly unknown[]) {
-      const text = statement.postgres;
-      // pool.query checks a client out and back in around the one statement; an idle client that died is replaced.
-      const result = await pool.query<pg.QueryResultRow & R>({ name: nameOf(text), text, values: [...params] });
-      return result.rows;
+    query,
+
+    async queryOne<R>(statement: PlainStatement, params: readonly unknown[]) {
+      return (await query<R>(statement, params))[0];
     },
 
     async transaction<T>(work: Work<T>): Promise<T> {

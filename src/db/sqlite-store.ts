@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import SQLite from 'better-sqlite3';
-import { CompiledQuery, Kysely, SqliteDialect, type SqliteDatabase } from 'kysely';
+import { CompiledQuery, Kysely, SqliteDialect } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
 import { startCheckpointer } from './sqlite-checkpoint.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
@@ -186,6 +186,11 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
       return readStatements.prepare(statement.sqlite).all(params) as R[];
     },
 
+    // `get` stops at the first row; `all` steps once more to find there is no second and builds an array.
+    async queryOne<R>(statement: PlainStatement, params: readonly unknown[]) {
+      return readStatements.prepare(statement.sqlite).get(params) as R | undefined;
+    },
+
     transaction<T>(work: Work<T>, options: TransactionOptions = {}): Promise<T> {
       return new Promise<T>((resolve, reject) => {
         const solo = options.solo === true;
@@ -266,7 +271,7 @@ function open(file: string, busyTimeoutMs: number): SQLite.Database {
  * are kept per SQL text instead (the same idea as PostgreSQL's named statements). Sharing one is safe: Kysely runs
  * one query at a time per connection.
  */
-function withStatementCache(sqlite: SQLite.Database): SqliteDatabase {
+function withStatementCache(sqlite: SQLite.Database): { close(): void; prepare(text: string): SQLite.Statement } {
   const statements = new Map<string, SQLite.Statement>();
   return {
     close: () => sqlite.close(),

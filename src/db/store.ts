@@ -71,6 +71,8 @@ export interface Store {
    * on every request, where the builder and its connection handling cost more than the database's answer.
    */
   query<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]>;
+  /** `query` for a statement that finds at most one row (a lookup by key): that row, or undefined. */
+  queryOne<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R | undefined>;
   /**
    * Runs `work` in a transaction and answers what it answered once committed, after its after-commit hooks have
    * run; reads through `db` see its writes from then on, not before. If `work` throws, its writes are undone and the
