@@ -71,10 +71,11 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   /** The path of each request whose body is still arriving, for the 408 that may cut it off (errors/framework.ts). */
   const arriving = new ArrivingBodies();
   const logger = options.logger === undefined ? createLogger(loggerOptions(config)) : options.logger || createLogger(false);
+  const accessLog = new AccessLog();
   const app = Fastify({
     // Each request logs through a child carrying its id; one access-log line per request (plugins/logging.ts).
     loggerInstance: logger as FastifyBaseLogger,
-    logController: new AccessLog(),
+    logController: accessLog,
     bodyLimit: config.bodyLimit,
     // A hop count as proxy-addr counts it: the socket's peer is hop 0, then X-Forwarded-For from the right.
     trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
@@ -149,7 +150,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
   await app.register(securityPlugin);
   await app.register(conditionalPlugin);
-  await app.register(metricsPlugin);
+  await app.register(metricsPlugin, { completions: accessLog });
   await app.register(rateLimitPlugin);
   await app.register(openapiPlugin);
   // On every signed-in request: plain SQL (db/hot-statements.ts), the same statement as tokens.findCaller.

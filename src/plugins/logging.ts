@@ -51,19 +51,32 @@ export function createLogger(options: LoggerOptions | false, destination?: Desti
   return destination ? pino(withSerializers, destination) : pino(withSerializers);
 }
 
+/** Something told of every request as it completes, after the access log's line (metrics.ts counts them). */
+export type CompletionObserver = (request: FastifyRequest, reply: FastifyReply) => void;
+
 /**
  * The access log: one line per request, when it completes ("request completed", or "request errored" at error),
  * with the request (method, path, host, client address), the status and the response time. Fastify's default also
  * writes a line when a request arrives; that line is at debug here, where it shows requests that never complete.
  * At info it was a second serialisation and write per request: measured with the benchmark at LOG_LEVEL=info,
  * logging was the largest cost of a small GET after the socket and the database (bench/README.md).
+ *
+ * It is also where other observers of completed requests hear of them (`observe`): Fastify tracks every response's
+ * completion for its logger anyway, and an `onResponse` hook would add a second pass of hook dispatch per request.
  */
 export class AccessLog extends LogController {
+  private readonly observers: CompletionObserver[] = [];
+
+  observe(observer: CompletionObserver): void {
+    this.observers.push(observer);
+  }
+
   override incomingRequest(request: FastifyRequest): void {
     if (!this.isLogDisabled(request)) request.log.debug({ req: request }, 'incoming request');
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    for (const observer of this.observers) observer(request, reply);
     if (this.isLogDisabled(request)) return;
     if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
     else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');

@@ -1,10 +1,16 @@
 import fp from 'fastify-plugin';
 import { Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { AccessLog } from './logging.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     metrics: Registry;
   }
+}
+
+export interface MetricsOptions {
+  /** Where completed requests are heard of (app.ts: the access log Fastify was built with). */
+  completions: AccessLog;
 }
 
 /**
@@ -13,8 +19,8 @@ declare module 'fastify' {
  * other plugins register their own metrics on `app.metrics`.
  * @see https://github.com/siimon/prom-client
  */
-export default fp(
-  async (app) => {
+export default fp<MetricsOptions>(
+  async (app, { completions }) => {
     const registry = new Registry();
     collectDefaultMetrics({ register: registry, prefix: 'corkboard_' });
     const duration = new Histogram({
@@ -26,10 +32,9 @@ export default fp(
     });
     app.decorate('metrics', registry);
     // Requests no route takes (404 and 405 answers) are counted under one label, not under their raw URL.
-    app.addHook('onResponse', (request, reply, done) => {
+    completions.observe((request, reply) => {
       const route = request.is404 ? 'unmatched' : (request.routeOptions.url ?? 'unmatched');
       duration.observe({ method: request.method, route, status_code: reply.statusCode }, reply.elapsedTime / 1000);
-      done();
     });
   },
   { name: 'metrics' },
