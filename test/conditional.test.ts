@@ -1,13 +1,14 @@
 import { brotliDecompressSync } from 'node:zlib';
 import { describe, expect, it, vi } from 'vitest';
-import { parseEntityTags } from '../src/shared/conditional.js';
+import { parseEntityTags, versionTags } from '../src/shared/conditional.js';
 import { follow, publish } from './helpers/api.js';
 import { buildTestApp, call } from './helpers/build-test-app.js';
 import { createAdmin, signUp } from './helpers/factories.js';
 
 /** CONTRACT §6.1: ETag, Cache-Control, Vary, If-None-Match (304) and If-Match (412). */
 
-const STRONG_TAG = /^"[A-Za-z0-9_-]{27}"$/;
+/** A strong entity-tag: quoted, no W/, only the characters RFC 9110 §8.8.3 allows (the service sends no obs-text). */
+const STRONG_TAG = /^"[\x21\x23-\x7e]+"$/;
 
 describe('entity-tag lists', () => {
   it('parses *, lists, weak tags and empty elements; refuses anything else', () => {
@@ -20,6 +21,52 @@ describe('entity-tag lists', () => {
     for (const bad of ['', 'abc', '"a" "b"', '*, "a"', 'w/"a"', '"a', '"a"b', ',', '"a\\"b"', 'W/ "a"']) {
       expect(() => parseEntityTags(bad, 'If-None-Match'), bad).toThrow(/If-None-Match/);
     }
+  });
+});
+
+describe('version tags', () => {
+  it('join the version after a hash of the context: another schema or public URL, another tag', () => {
+    const tags = versionTags('schema http://a.test');
+    expect(tags(5, '2026-11-21T08:00:00.000Z', 0, 1)).toMatch(STRONG_TAG);
+    expect(tags(5, '2026-11-21T08:00:00.000Z', 0, 1)).toBe(tags(5, '2026-11-21T08:00:00.000Z', 0, 1));
+    expect(tags(5, '2026-11-21T08:00:00.000Z', 0, 1)).not.toBe(tags(5, '2026-11-21T08:00:00.000Z', 1, 0));
+    expect(versionTags('schema http://b.test')(5, '2026-11-21T08:00:00.000Z', 0, 1)).not.toBe(tags(5, '2026-11-21T08:00:00.000Z', 0, 1));
+  });
+
+  it("a post's tag: the same to every caller who sees it; moved by a reply, a recommend and an edit; back when its body is", async () => {
+    const app = await buildTestApp();
+    const alice = await signUp(app);
+    const bob = await signUp(app);
+    const admin = await createAdmin(app);
+    const post = await publish(app, alice, 'hello');
+    const url = `/posts/${post.id}`;
+    const read = async (token?: string) => {
+      const res = await call(app, 'GET', url, token ? { token } : {});
+      expect(res.statusCode).toBe(200);
+      return { tag: res.headers.etag as string, body: res.body };
+    };
+    const first = await read();
+    expect(first.tag).toMatch(STRONG_TAG);
+    for (const token of [alice.token, bob.token, admin.token]) expect(await read(token)).toEqual(first);
+
+    const replied = await call(app, 'POST', `${url}/replies`, { token: bob.token, body: { content: 'hi' } });
+    const withReply = await read();
+    expect(withReply.tag).not.toBe(first.tag);
+    expect((await call(app, 'POST', `${url}/recommends`, { token: bob.token, body: { id: bob.id } })).statusCode).toBe(201);
+    const recommended = await read();
+    expect(recommended.tag).not.toBe(withReply.tag);
+    // The reply and the recommend taken back: the same bytes as at first, so the same tag (and a 304 for it).
+    expect((await call(app, 'DELETE', `${url}/replies/${replied.json().id}`, { token: bob.token })).statusCode).toBe(200);
+    expect((await call(app, 'DELETE', `${url}/recommends/${bob.id}`, { token: bob.token })).statusCode).toBe(200);
+    expect(await read()).toEqual(first);
+    expect((await call(app, 'GET', url, { headers: { 'if-none-match': first.tag } })).statusCode).toBe(304);
+
+    const edited = await call(app, 'PUT', url, { token: alice.token, body: { title: 'hello', content: 'hello content', visibility: 'public' } });
+    expect(edited.statusCode).toBe(200);
+    const after = await read();
+    expect(after.tag).not.toBe(first.tag);
+    expect(edited.headers.etag).toBe(after.tag);
+    expect((await call(app, 'GET', url, { headers: { 'if-none-match': first.tag } })).statusCode).toBe(200);
   });
 });
 

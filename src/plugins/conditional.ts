@@ -22,7 +22,8 @@ export function appendVary(reply: FastifyReply, name: string): void {
  *
  * GET and HEAD: every answer says `Cache-Control: no-cache` (`private, no-cache` when the request carried a token,
  * since its body may be the caller's own view) and varies on Authorization besides Origin. Every 200 gets a strong
- * ETag hashed from the serialized body in onSend. This hook is an instance hook, so it runs before the route-level
+ * ETag: the one its route set (a post's version, shared/conditional.ts), else a hash of the serialized body, here in
+ * onSend. This hook is an instance hook, so it runs before the route-level
  * onSend of @fastify/compress (plugins/compression.ts): the tag is the identity body's, the same for br, gzip and
  * plain. When If-None-Match matches, the answer becomes a 304 without a body, which the compressor passes through.
  *
@@ -49,16 +50,20 @@ export default fp(
 
     app.addHook('onSend', (request, reply, payload, done) => {
       const { method } = request;
-      if ((method !== 'GET' && method !== 'HEAD') || reply.statusCode !== 200 || reply.hasHeader('etag')) {
+      if ((method !== 'GET' && method !== 'HEAD') || reply.statusCode !== 200) {
         done(null, payload);
         return;
       }
-      if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) {
-        done(null, payload);
-        return;
+      // A route whose representation has a version tags it itself (posts); the others are tagged by their bytes.
+      let tag = reply.getHeader('etag');
+      if (typeof tag !== 'string') {
+        if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) {
+          done(null, payload);
+          return;
+        }
+        tag = entityTag(payload);
+        reply.header('etag', tag);
       }
-      const tag = entityTag(payload);
-      reply.header('etag', tag);
       if (request.ifNoneMatch === null || !weakMatch(request.ifNoneMatch, tag)) {
         done(null, payload);
         return;

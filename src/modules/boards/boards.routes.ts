@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Tx } from '../../db/store.js';
 import { Type, type Static } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
-import { ifMatch, tagOf, updatedAfter, type Precondition } from '../../shared/conditional.js';
+import { bodyTag, ifMatch, tagOf, updatedAfter, type Precondition } from '../../shared/conditional.js';
 import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { toBoard } from '../../shared/representations.js';
@@ -58,7 +58,7 @@ async function lockForPrecondition(tx: Tx, id: number, precondition: Preconditio
 
 /** If-Match against the board as GET /boards/{id} renders it: the whole envelope, as its ETag hashes it. */
 const boardPrecondition = (request: FastifyRequest, reply: FastifyReply, id: number) =>
-  ifMatch(request, reply, BoardEnvelope, async (db) => {
+  ifMatch(request, bodyTag(reply, BoardEnvelope), async (db) => {
     const row = await createBoardsRepository(db).findById(id);
     return row && ok(toBoard(row));
   }, (envelope) => envelope.data.updatedAt);

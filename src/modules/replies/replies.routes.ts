@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isAdmin, optionalBearer } from '../../plugins/auth.js';
-import { ifMatch, tagOf } from '../../shared/conditional.js';
+import { bodyTag, ifMatch, tagOf } from '../../shared/conditional.js';
 import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
@@ -30,7 +30,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const replies = createRepliesRepository(app.db);
   /** If-Match against the reply as this caller's GET renders it (a 404 once its post is hidden from them). */
   const replyPrecondition = (request: FastifyRequest, reply: FastifyReply, postId: number, id: number, caller: Viewer) =>
-    ifMatch(request, reply, ReplySchema, async (db) => {
+    ifMatch(request, bodyTag(reply, ReplySchema), async (db) => {
       if (!(await findVisiblePost(db, postId, caller))) return undefined;
       const row = await createRepliesRepository(db).findInPost(postId, id);
       return row && toReply(row, app.links);

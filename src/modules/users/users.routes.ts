@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
-import { ifMatch, tagOf } from '../../shared/conditional.js';
+import { bodyTag, ifMatch, tagOf } from '../../shared/conditional.js';
 import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
@@ -27,7 +27,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { passwordHashMemoryKib } = app.config;
   /** If-Match against the user as this caller's GET /users/{id} renders it: postCount counts what the caller may see. */
   const userPrecondition = (request: FastifyRequest, reply: FastifyReply, id: number, caller: Viewer) =>
-    ifMatch(request, reply, UserSchema, async (db) => {
+    ifMatch(request, bodyTag(reply, UserSchema), async (db) => {
       const row = await createUsersRepository(db).findById(id, caller);
       return row && toUser(row, app.links);
     }, (user) => user.updatedAt);
