@@ -25,7 +25,8 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const posts = createPostsRepository(app.db);
   const users = createUsersRepository(app.db);
   // A post reads the same to every caller who may see it, so its ETag is its version rather than a hash of its
-  // bytes (shared/conditional.ts): GET /posts/{id} is the most frequent request, and hashing was a tenth of its cost.
+  // bytes (shared/conditional.ts): GET /posts/{id} is the most frequent request, and the hash was among its larger
+  // costs (bench/README.md, "The read path again").
   const postTags = versionTags(JSON.stringify(PostSchema) + app.config.publicUrl);
   const postTag = (post: Post) => postTags(post.id, post.updatedAt, post.replyCount, post.recommendCount);
   /** If-Match against the post as GET /posts/{id} shows it to this caller (CONTRACT §6.1). */
