@@ -113,9 +113,10 @@ export function updatedAfter(previous: string | undefined): string {
 /**
  * The If-Match precondition of a PUT or DELETE, or undefined when the request has none (the write is
  * unconditional, as before). `render` reads the current representation inside the transaction exactly as the
- * caller's GET would, and `tag` tags it as that GET does; when no listed tag matches by strong comparison, or the caller can no longer see it
- * (undefined: even `*` needs a current representation, RFC 9110 §13.1.1), the answer is 412 and the transaction
- * rolls back. A resource already missing before the transaction is the route's usual 404 or 400.
+ * caller's GET would, and `tag` tags it as that GET does; when no listed tag matches by strong comparison, or the
+ * caller can no longer see it (undefined: even `*` needs a current representation, RFC 9110 §13.1.1), the answer is
+ * 412 and the transaction rolls back. A resource already missing before the transaction is the route's usual 404 or
+ * 400.
  */
 export function ifMatch<T>(
   request: FastifyRequest,
