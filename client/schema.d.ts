@@ -704,9 +704,9 @@ export interface components {
         };
         /** BoardReplacement */
         BoardReplacement: {
-            /** @description 1–200 characters, not blank */
+            /** @description 1–200 characters */
             title: string;
-            /** @description 1–20000 characters, not blank */
+            /** @description 1–20000 characters */
             content: string;
             /** @description Ignored if equal to the path id; a different id is a 400 */
             id?: number;
@@ -774,9 +774,9 @@ export interface components {
         };
         /** NewBoard */
         NewBoard: {
-            /** @description 1–200 characters, not blank */
+            /** @description 1–200 characters */
             title: string;
-            /** @description 1–20000 characters, not blank */
+            /** @description 1–20000 characters */
             content: string;
         };
         /** NewFollower */
@@ -811,7 +811,7 @@ export interface components {
         NewPost: {
             /** @description 1–200 characters, not blank */
             title: string;
-            /** @description 1–10000 characters, not blank */
+            /** @description 1–10000 characters */
             content: string;
             /**
              * @description `public`: everyone; `followers`: the owner, their followers and admins; `private`: the owner and admins
@@ -827,7 +827,7 @@ export interface components {
         };
         /** NewReply */
         NewReply: {
-            /** @description 1–2000 characters, not blank */
+            /** @description 1–2000 characters */
             content: string;
         };
         /** NewUser */
@@ -888,7 +888,7 @@ export interface components {
         PostReplacement: {
             /** @description 1–200 characters, not blank */
             title: string;
-            /** @description 1–10000 characters, not blank */
+            /** @description 1–10000 characters */
             content: string;
             /**
              * @description `public`: everyone; `followers`: the owner, their followers and admins; `private`: the owner and admins
@@ -954,7 +954,7 @@ export interface components {
         };
         /** ReplyReplacement */
         ReplyReplacement: {
-            /** @description 1–2000 characters, not blank */
+            /** @description 1–2000 characters */
             content: string;
             /** @description Ignored if equal to the path id; a different id is a 400 */
             id?: number;

@@ -38,6 +38,9 @@ export default fp<{ arriving: ArrivingBodies }>(
     });
 
     app.setErrorHandler((error, request, reply) => {
+      if ((error as { validationContext?: string }).validationContext === 'params' && routes.misrouted(request)) {
+        return routes.refuse(request, reply);
+      }
       const n = normalize(error instanceof Error ? error : new Error(String(error)));
       if (n.status >= 500) request.log.error({ err: error }, 'request failed');
       // The detail, not the field list: it is bounded (see normalize), so the line stays small whatever the body.

@@ -34,14 +34,16 @@ export const StorableString = (minLength: number, maxLength: number, description
 export const IdParam = (description: string) =>
   Type.String({ pattern: ID_PATTERN, format: 'int64', description, examples: ['1'] });
 
-/** Free text of a bounded length that every storage engine can hold. */
+/**
+ * Free text of a bounded length that every storage engine can hold. Whitespace counts: CONTRACT §3 asks for
+ * "not blank" of a post's title only, so the other texts take any characters within their lengths.
+ */
 export const Text = (minLength: number, maxLength: number, description?: string) =>
-  Type.String({
-    minLength,
-    maxLength,
-    pattern: minLength > 0 ? NON_BLANK_TEXT_PATTERN : STORABLE_TEXT_PATTERN,
-    ...(description ? { description } : {}),
-  });
+  Type.String({ minLength, maxLength, pattern: STORABLE_TEXT_PATTERN, ...(description ? { description } : {}) });
+
+/** `Text` with at least one character that is not whitespace (a post's title). */
+export const NonBlankText = (minLength: number, maxLength: number, description?: string) =>
+  Type.String({ minLength, maxLength, pattern: NON_BLANK_TEXT_PATTERN, ...(description ? { description } : {}) });
 
 export const Id = Type.Integer({ minimum: 1, description: 'Assigned by the service' });
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601, UTC' });

@@ -15,8 +15,8 @@ export const BoardSchema = Type.Object(
 );
 export type Board = Static<typeof BoardSchema>;
 
-const Title = Text(1, 200, '1–200 characters, not blank');
-const Content = Text(1, 20000, '1–20000 characters, not blank');
+const Title = Text(1, 200, '1–200 characters');
+const Content = Text(1, 20000, '1–20000 characters');
 
 export const BoardParamsSchema = Type.Object({ board_id: IdParam('The board id') });
 

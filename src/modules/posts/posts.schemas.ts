@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { Id, IdParam, LinksSchema, ReadOnlyEcho, Text, Timestamp } from '../../shared/schemas.js';
+import { Id, IdParam, LinksSchema, NonBlankText, ReadOnlyEcho, Text, Timestamp } from '../../shared/schemas.js';
 
 const VISIBILITY_HELP =
   '`public`: everyone; `followers`: the owner, their followers and admins; `private`: the owner and admins';
@@ -7,8 +7,8 @@ const Visibility = (options: { default?: string } = {}) =>
   Type.Enum(['public', 'followers', 'private'], { description: VISIBILITY_HELP, ...options });
 export const VisibilitySchema = Visibility();
 
-const Title = Text(1, 200, '1–200 characters, not blank');
-const Content = Text(1, 10000, '1–10000 characters, not blank');
+const Title = NonBlankText(1, 200, '1–200 characters, not blank');
+const Content = Text(1, 10000, '1–10000 characters');
 
 export const PostSchema = Type.Object(
   {

@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { Id, IdParam, LinksSchema, ReadOnlyEcho, Text, Timestamp } from '../../shared/schemas.js';
 
-const Content = Text(1, 2000, '1–2000 characters, not blank');
+const Content = Text(1, 2000, '1–2000 characters');
 
 export const ReplySchema = Type.Object(
   {

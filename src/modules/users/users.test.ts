@@ -341,6 +341,11 @@ describe('whole-interface rules', () => {
     const unknown = await call(app, 'GET', '/nowhere');
     expect(unknown.statusCode).toBe(404);
     expect(unknown.json()).toMatchObject({ status: 404, instance: '/nowhere' });
+    // A trailing slash leaves an empty id to the router: no path of the interface, not a malformed id (400).
+    for (const [method, path] of [['GET', '/users/'], ['DELETE', '/users/'], ['GET', '/posts/'], ['GET', '/posts/1/replies/'], ['PUT', '/users/1/followers/']] as const) {
+      const res = await call(app, method, path);
+      expect([method, path, res.statusCode, res.headers['content-type']]).toEqual([method, path, 404, PROBLEM]);
+    }
   });
 
   it('echoes a sane X-Request-Id and generates one otherwise', async () => {

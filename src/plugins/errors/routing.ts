@@ -13,6 +13,8 @@ interface RoutePattern {
  */
 export function routeRefusal() {
   const patterns = new Map<string, RoutePattern>();
+  /** Routes without parameters, by path: on such a path only they answer, as the router prefers them. */
+  const exact = new Map<string, Set<string>>();
 
   const record = (route: RouteOptions) => {
     const source = route.url
@@ -22,9 +24,12 @@ export function routeRefusal() {
     const entry = patterns.get(route.url) ?? { regex: new RegExp(`^${source}$`), methods: new Set<string>() };
     for (const m of [route.method].flat()) entry.methods.add(m);
     patterns.set(route.url, entry);
+    if (!/[:*]/.test(route.url)) exact.set(route.url, entry.methods);
   };
 
   const allowedMethods = (path: string) => {
+    const own = exact.get(path);
+    if (own) return new Set(own);
     const allowed = new Set<string>();
     for (const { regex, methods } of patterns.values()) {
       if (regex.test(path)) for (const m of methods) allowed.add(m);
@@ -43,7 +48,18 @@ export function routeRefusal() {
     return sendError(request, reply, { status: 404, detail: `No resource at ${path}` });
   };
 
-  return { record, allowedMethods, refuse };
+  /**
+   * Whether a request that failed its path parameters' validation was routed by a parameter where no resource
+   * can be: an empty segment (`/users/` is `/users/:user_id` with an empty id to the router) or the path of a route
+   * without parameters that does not take this method (`PUT /boards/list` reaches `PUT /boards/:board_id`). Such a
+   * path is unknown (404) or known for other methods (405), not a malformed id (400).
+   */
+  const misrouted = (request: FastifyRequest) => {
+    const path = request.url.split('?')[0] ?? '/';
+    return exact.has(path) || path.endsWith('/') || path.includes('//');
+  };
+
+  return { record, allowedMethods, refuse, misrouted };
 }
 
 export type RouteRefusal = ReturnType<typeof routeRefusal>;
