@@ -52,13 +52,17 @@ describe('JSON request bodies are UTF-8', () => {
     expect(rows).toEqual([]);
   });
 
-  it('still refuses prototype poisoning with 400', async () => {
+  it.each([
+    ['__proto__', '{"username":"proto_user","password":"password1","__proto__":{"role":"admin"}}', '__proto__'],
+    ['an escaped __proto__', '{"username":"proto_user","password":"password1","\\u005f_proto__":{"role":"admin"}}', '__proto__'],
+    ['constructor.prototype', '{"username":"proto_user","password":"password1","constructor":{"prototype":{"role":"admin"}}}', 'constructor'],
+    ['a nested __proto__', '{"username":"proto_user","password":"password1","bio":{"__proto__":{}}}', 'bio.__proto__'],
+  ])('still refuses prototype poisoning (%s) with 400 naming the field as an unknown one', async (_case, body, field) => {
     const app = await buildTestApp();
-    const res = await call(app, 'POST', '/users', {
-      body: '{"username":"proto_user","password":"password1","__proto__":{"role":"admin"}}',
-      headers: { 'content-type': 'application/json' },
-    });
+    const res = await call(app, 'POST', '/users', { body, headers: { 'content-type': 'application/json' } });
     expect(res.statusCode).toBe(400);
+    expect(res.headers['content-type']).toBe(PROBLEM);
+    expect(res.json().errors).toEqual([{ field, message: 'is not an allowed field' }]);
     expect(await app.db.selectFrom('users').selectAll().execute()).toEqual([]);
   });
 });

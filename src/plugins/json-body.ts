@@ -33,6 +33,37 @@ export function declaredCharset(contentType: string): string | undefined | null 
 }
 
 /**
+ * Fastify's parser refuses `__proto__` keys (and `constructor.prototype`) with the same error as malformed JSON. Text
+ * that plain `JSON.parse` reads is valid JSON with a field no operation defines: answered as any unknown field is
+ * (CONTRACT §1), named by its path. `JSON.parse` is safe for finding it: it makes such a key an own property, never
+ * the prototype. Any other parse error is passed on as it is.
+ */
+function forbiddenKeyProblem(text: string, error: Error): Error {
+  if ((error as { code?: string }).code !== 'FST_ERR_CTP_INVALID_JSON_BODY') return error;
+  const find = (node: unknown, path: string[]): string[] | undefined => {
+    if (node === null || typeof node !== 'object') return undefined;
+    if (Object.prototype.hasOwnProperty.call(node, '__proto__')) return [...path, '__proto__'];
+    for (const [key, child] of Object.entries(node)) {
+      if (key === 'constructor' && child !== null && typeof child === 'object' && Object.prototype.hasOwnProperty.call(child, 'prototype')) {
+        return [...path, 'constructor'];
+      }
+      const found = find(child, [...path, key]);
+      if (found) return found;
+    }
+    return undefined;
+  };
+  let found: string[] | undefined;
+  try {
+    found = find(JSON.parse(text), []);
+  } catch {
+    return error;
+  }
+  if (!found) return error;
+  const field = found.join('.');
+  return AppError.badRequest(field, 'is not an allowed field');
+}
+
+/**
  * A client library that sets a Content-Type on every request (`application/json`, often) sends one on a DELETE
  * without a body too. An operation that takes no body has nothing to parse in an empty one: no body, whatever type
  * it claims, rather than malformed JSON or a 415.
@@ -71,7 +102,8 @@ export default fp(
         return;
       }
       // Typed as possibly async; Fastify's default JSON parser answers through `done`, synchronously.
-      void parseJson(request, bytes.toString('utf8'), done);
+      const text = bytes.toString('utf8');
+      void parseJson(request, text, (error, value) => done(error && forbiddenKeyProblem(text, error), value));
     });
     // Any other media type: a 415, unless there is nothing to parse.
     app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
