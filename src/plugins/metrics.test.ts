@@ -23,3 +23,14 @@ describe('request metrics of the app', () => {
     expect(count(text, 'POST', '/users', 201)).toBe(1);
   });
 });
+
+describe('stream metrics of a fresh process', () => {
+  it('shows every series from the start, each reason of a dropped subscriber at 0', async () => {
+    const app = await buildTestApp();
+    const text = (await call(app, 'GET', '/metrics')).body;
+    expect(text).toMatch(/^corkboard_streams_open 0$/m);
+    expect(text).toMatch(/^corkboard_stream_events_sent_total 0$/m);
+    expect(text).toMatch(/^corkboard_stream_subscribers_dropped_total\{reason="slow"\} 0$/m);
+    expect(text).toMatch(/^corkboard_stream_subscribers_dropped_total\{reason="revoked"\} 0$/m);
+  });
+});

@@ -372,13 +372,20 @@ describe('event streams', () => {
     }
     const resumed = await sse(server.url, '/posts', { lastEventId: oldEvent.id! });
     await resumed.next(isPost('post.created', kept.id));
-    expect(resumed.events[0]).toMatchObject({ event: 'reset', data: '{}' });
+    // The reset has an id too: the one just before what the stream goes on with (kept's event is the oldest kept).
+    expect(resumed.events[0]).toMatchObject({ event: 'reset', data: '{}', id: String(Number(keptEvent.id) - 1) });
     expect(postIds(resumed)).not.toContain(purged.id);
     resumed.close();
+    // Resuming from the reset's id is no reset: the stream goes on with what is kept.
+    const again = await sse(server.url, '/posts', { lastEventId: resumed.events[0]!.id! });
+    await again.next(isPost('post.created', kept.id));
+    expect(again.events.map((e) => e.event)).not.toContain('reset');
+    again.close();
 
-    // An id this database never handed out is a reset too.
+    // An id this database never handed out is a reset too, to the newest id there is.
     const unknown = await sse(server.url, '/posts', { lastEventId: '999999999' });
-    await unknown.next((e) => e.event === 'reset');
+    const reset = await unknown.next((e) => e.event === 'reset');
+    expect(Number(reset.id)).toBeGreaterThanOrEqual(Number(keptEvent.id));
     unknown.close();
   });
 

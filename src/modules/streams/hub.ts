@@ -140,6 +140,8 @@ export class StreamHub {
       labelNames: ['reason'],
       registers: [registry],
     });
+    // Every reason shows a sample from the start (0), not only after its first drop: a scraper sees the series.
+    for (const reason of ['slow', 'revoked'] as const) this.dropped.inc({ reason }, 0);
   }
 
   /** Reads where the log ends and starts the timers. Streams opened before it completes wait for it. */
@@ -347,13 +349,16 @@ export class StreamHub {
     try {
       if (resumed) {
         const { last, oldest } = await this.events.bounds();
+        // The reset carries an id like every event (CONTRACT §7): where the stream goes on from, so a client that
+        // reconnects after it resumes there instead of sending the stale id again and getting another reset.
         if (sub.cursor > last) {
           // An id this database never handed out (another deployment's, or from before a restore): start afresh.
-          this.write(sub, 'event: reset\ndata: {}\n\n');
           sub.cursor = last;
+          this.write(sub, `id: ${sub.cursor}\nevent: reset\ndata: {}\n\n`);
         } else if (oldest === undefined ? sub.cursor < last : sub.cursor + 1 < oldest) {
           // Ids have no gaps: an id below the oldest kept means events after it were purged.
-          this.write(sub, 'event: reset\ndata: {}\n\n');
+          sub.cursor = oldest === undefined ? last : oldest - 1;
+          this.write(sub, `id: ${sub.cursor}\nevent: reset\ndata: {}\n\n`);
         }
       }
       for (;;) {
