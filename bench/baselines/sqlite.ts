@@ -19,6 +19,7 @@ db.pragma('synchronous = NORMAL');
 db.pragma('foreign_keys = ON');
 db.pragma('busy_timeout = 5000');
 db.pragma('temp_store = MEMORY');
+db.pragma('cache_size = -4096'); // PAGE_CACHE_KIB in src/db/sqlite-store.ts
 const read = db.prepare<[number], PostRow>(`SELECT ${POST_COLUMNS} FROM posts WHERE id = ? AND visibility = 'public'`);
 const insert = db.prepare<[number, string, string, string, string, string], PostRow>(
   `INSERT INTO posts (owner_id, title, content, visibility, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING ${POST_COLUMNS}`,
