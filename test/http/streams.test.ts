@@ -352,6 +352,13 @@ describe('event streams', () => {
       expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
       expect(JSON.parse(res.body)).toMatchObject({ status: 400, errors: [{ field: 'Last-Event-ID' }] });
     }
+    // A malformed request is a 400 whoever sends it: before the 401 of a feed without a token, or of a bad token.
+    for (const [path, token] of [['/users/1/feed', undefined], ['/posts', 'not-a-token']] as const) {
+      const res = await sse(server.url, path, { lastEventId: 'abc', ...(token ? { token } : {}) });
+      await res.ended();
+      expect([path, res.status]).toEqual([path, 400]);
+      expect(JSON.parse(res.body)).toMatchObject({ status: 400, errors: [{ field: 'Last-Event-ID' }] });
+    }
   });
 
   it('sends event: reset first for an id whose events are no longer kept, then what is', async () => {

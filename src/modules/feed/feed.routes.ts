@@ -7,7 +7,7 @@ import { PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { problems } from '../../shared/problems.js';
 import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
-import { negotiateStream, openStream } from '../streams/streams.plugin.js';
+import { checkLastEventId, negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createFeedRepository, type FeedOwner } from './feed.repository.js';
@@ -19,6 +19,7 @@ const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/users/:user_id/feed',
     {
+      preValidation: checkLastEventId,
       schema: {
         operationId: 'getFeed',
         tags: ['posts'],

@@ -11,7 +11,7 @@ import { problems } from '../../shared/problems.js';
 import { toPost } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { findVisiblePost, requireVisiblePost, type Viewer } from '../../shared/visibility.js';
-import { negotiateStream, openStream } from '../streams/streams.plugin.js';
+import { checkLastEventId, negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createPostsRepository } from './posts.repository.js';
@@ -39,6 +39,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/posts',
     {
+      preValidation: checkLastEventId,
       schema: {
         operationId: 'listPosts',
         tags: ['posts'],

@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream';
 import fp from 'fastify-plugin';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, preValidationAsyncHookHandler } from 'fastify';
 import { listen, type Listener } from '../../db/pg-notify.js';
 import type { Caller } from '../../plugins/auth.js';
 import { appendVary } from '../../plugins/conditional.js';
@@ -32,12 +32,24 @@ const REDIS_DOWN_POLL_MS = 250;
  */
 export function negotiateStream(request: FastifyRequest, reply: FastifyReply): boolean {
   appendVary(reply, 'Accept');
+  return wantsStream(request);
+}
+
+function wantsStream(request: FastifyRequest): boolean {
   // GET only: a HEAD (which Fastify routes to the same handler) gets the JSON answer's headers, not a stream.
   const accept = request.headers.accept;
   if (request.method !== 'GET' || accept === undefined) return false;
   const stream = quality(accept, 'text/event-stream');
   return stream !== undefined && stream > 0 && stream >= (quality(accept, 'application/json') ?? 0);
 }
+
+/**
+ * The preValidation hook of the routes that stream: a stream request with a malformed Last-Event-ID is a 400
+ * before the bearer token is checked (a preHandler), as every malformed request is 400 whoever sends it.
+ */
+export const checkLastEventId: preValidationAsyncHookHandler = async (request) => {
+  if (wantsStream(request)) lastEventId(request);
+};
 
 /** The q-value (RFC 9110 §12.4.2) `accept` gives exactly `type`, or undefined when it does not list it. */
 function quality(accept: string, type: string): number | undefined {
