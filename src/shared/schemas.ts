@@ -22,28 +22,26 @@ export const PATTERN_MESSAGES: Record<string, string> = {
   [CURSOR_PATTERN]: 'is not a valid cursor for this collection',
 };
 
-/**
- * Text of a bounded length that every storage engine can hold, blank or not: for input that is looked up rather
- * than stored (a username to sign in with, a search filter). U+0000 in a query parameter is a 500 on PostgreSQL
- * ("invalid byte sequence") but not on SQLite; rejecting it in the schema answers 400 on both alike (CONTRACT §1).
- */
-export const StorableString = (minLength: number, maxLength: number, description?: string) =>
-  Type.String({ minLength, maxLength, pattern: STORABLE_TEXT_PATTERN, ...(description ? { description } : {}) });
-
 /** A path identifier: a string because 64-bit values do not fit a JS number; see `toId`. */
 export const IdParam = (description: string) =>
   Type.String({ pattern: ID_PATTERN, format: 'int64', description, examples: ['1'] });
 
+/** A string of a bounded length whose characters match `pattern`. */
+const boundedString =
+  (pattern: string) =>
+  (minLength: number, maxLength: number, description?: string) =>
+    Type.String({ minLength, maxLength, pattern, ...(description ? { description } : {}) });
+
 /**
- * Free text of a bounded length that every storage engine can hold. Whitespace counts: CONTRACT §3 asks for
- * "not blank" of a post's title only, so the other texts take any characters within their lengths.
+ * Text of a bounded length that every storage engine can hold, stored (a reply's content) or looked up (a username
+ * to sign in with). U+0000 is a 500 on PostgreSQL ("invalid byte sequence") but not on SQLite; rejecting it in the
+ * schema answers 400 on both alike (CONTRACT §1). Whitespace counts: CONTRACT §3 asks for "not blank" of a post's
+ * title only, so the other texts take any characters within their lengths.
  */
-export const Text = (minLength: number, maxLength: number, description?: string) =>
-  Type.String({ minLength, maxLength, pattern: STORABLE_TEXT_PATTERN, ...(description ? { description } : {}) });
+export const Text = boundedString(STORABLE_TEXT_PATTERN);
 
 /** `Text` with at least one character that is not whitespace (a post's title). */
-export const NonBlankText = (minLength: number, maxLength: number, description?: string) =>
-  Type.String({ minLength, maxLength, pattern: NON_BLANK_TEXT_PATTERN, ...(description ? { description } : {}) });
+export const NonBlankText = boundedString(NON_BLANK_TEXT_PATTERN);
 
 export const Id = Type.Integer({ minimum: 1, description: 'Assigned by the service' });
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601, UTC' });

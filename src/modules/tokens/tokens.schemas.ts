@@ -1,10 +1,10 @@
 import { Type } from 'typebox';
-import { Id, IdParam, StorableString, Timestamp } from '../../shared/schemas.js';
+import { Id, IdParam, Text, Timestamp } from '../../shared/schemas.js';
 
 export const CreateTokenBodySchema = Type.Object(
   {
-    username: StorableString(1, 64),
-    password: StorableString(1, 256),
+    username: Text(1, 64),
+    password: Text(1, 256),
   },
   { additionalProperties: false, title: 'Credentials' },
 );

@@ -6,7 +6,6 @@ import {
   PageQuerySchema,
   ReadOnlyEcho,
   STORABLE_TEXT_PATTERN,
-  StorableString,
   Text,
   Timestamp,
   USERNAME_PATTERN,
@@ -70,7 +69,7 @@ export const ReplaceUserBodySchema = Type.Object(
 
 export const ChangePasswordBodySchema = Type.Object(
   {
-    currentPassword: StorableString(1, 256),
+    currentPassword: Text(1, 256),
     newPassword: Password('8–256 characters'),
   },
   { additionalProperties: false, title: 'PasswordChange' },
@@ -78,5 +77,5 @@ export const ChangePasswordBodySchema = Type.Object(
 
 export const ListUsersQuerySchema = Type.Object({
   ...PageQuerySchema.properties,
-  username: Type.Optional(StorableString(0, 64, 'Exact username, compared case-insensitively')),
+  username: Type.Optional(Text(0, 64, 'Exact username, compared case-insensitively')),
 });
