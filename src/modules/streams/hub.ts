@@ -349,16 +349,19 @@ export class StreamHub {
     try {
       if (resumed) {
         const { last, oldest } = await this.events.bounds();
-        // The reset carries an id like every event (CONTRACT §7): where the stream goes on from, so a client that
-        // reconnects after it resumes there instead of sending the stale id again and getting another reset.
+        let restart: number | undefined;
         if (sub.cursor > last) {
           // An id this database never handed out (another deployment's, or from before a restore): start afresh.
-          sub.cursor = last;
-          this.write(sub, `id: ${sub.cursor}\nevent: reset\ndata: {}\n\n`);
+          restart = last;
         } else if (oldest === undefined ? sub.cursor < last : sub.cursor + 1 < oldest) {
           // Ids have no gaps: an id below the oldest kept means events after it were purged.
-          sub.cursor = oldest === undefined ? last : oldest - 1;
-          this.write(sub, `id: ${sub.cursor}\nevent: reset\ndata: {}\n\n`);
+          restart = oldest === undefined ? last : oldest - 1;
+        }
+        if (restart !== undefined) {
+          // The reset carries an id like every event (CONTRACT §7): where the stream goes on from, so a client that
+          // reconnects after it resumes there instead of sending the stale id again and getting another reset.
+          sub.cursor = restart;
+          this.write(sub, `id: ${restart}\nevent: reset\ndata: {}\n\n`);
         }
       }
       for (;;) {
