@@ -7,6 +7,9 @@ interface RoutePattern {
   methods: Set<string>;
 }
 
+/** The request's path, without its query. */
+const pathOf = (request: FastifyRequest) => request.url.split('?')[0] ?? '/';
+
 /**
  * The answer to a request no route takes: 405 with Allow on a known path, else 404. `record` is called for every
  * route (an onRoute hook); `allowedMethods` and `refuse` are decorated on the app and set as the 404 handler.
@@ -38,7 +41,7 @@ export function routeRefusal() {
   };
 
   const refuse = (request: FastifyRequest, reply: FastifyReply) => {
-    const path = request.url.split('?')[0] ?? '/';
+    const path = pathOf(request);
     const allowed = allowedMethods(path);
     if (allowed.size > 0) {
       // The seed's interface uses only GET, POST, PUT and DELETE; anything else on a known path is 405.
@@ -55,7 +58,7 @@ export function routeRefusal() {
    * path is unknown (404) or known for other methods (405), not a malformed id (400).
    */
   const misrouted = (request: FastifyRequest) => {
-    const path = request.url.split('?')[0] ?? '/';
+    const path = pathOf(request);
     return exact.has(path) || path.endsWith('/') || path.includes('//');
   };
 
