@@ -42,9 +42,9 @@ function forbiddenKeyProblem(text: string, error: Error): Error {
   if ((error as { code?: string }).code !== 'FST_ERR_CTP_INVALID_JSON_BODY') return error;
   const find = (node: unknown, path: string[]): string[] | undefined => {
     if (node === null || typeof node !== 'object') return undefined;
-    if (Object.prototype.hasOwnProperty.call(node, '__proto__')) return [...path, '__proto__'];
+    if (Object.hasOwn(node, '__proto__')) return [...path, '__proto__'];
     for (const [key, child] of Object.entries(node)) {
-      if (key === 'constructor' && child !== null && typeof child === 'object' && Object.prototype.hasOwnProperty.call(child, 'prototype')) {
+      if (key === 'constructor' && child !== null && typeof child === 'object' && Object.hasOwn(child, 'prototype')) {
         return [...path, 'constructor'];
       }
       const found = find(child, [...path, key]);
