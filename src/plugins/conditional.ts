@@ -24,7 +24,8 @@ export function appendVary(reply: FastifyReply, name: string): void {
  * since its body may be the caller's own view) and varies on Authorization besides Origin. Every 200 gets a strong
  * ETag: the one its route set (a post's version, shared/conditional.ts), else a hash of the serialized body, here in
  * onSend. This hook is an instance hook, so it runs before the route-level onSend of @fastify/compress
- * (plugins/compression.ts): the tag is the identity body's, the same for br, gzip and plain. When If-None-Match matches, the answer becomes a 304 without a body, which the compressor passes through.
+ * (plugins/compression.ts): the tag is the identity body's, the same for br, gzip and plain. When If-None-Match
+ * matches, the answer becomes a 304 without a body, which the compressor passes through.
  *
  * PUT and DELETE: If-Match is parsed here and checked by the route inside its write transaction (shared/conditional.ts).
  * A malformed If-Match or If-None-Match is a 400 before anything else, authentication included.
