@@ -1,5 +1,5 @@
-import type { PlainStatement, Store } from './store.js';
-import type { PostRow, Role } from './types.js';
+import type { PlainStatement, Store, Tx } from './store.js';
+import type { IdempotencyKeyRow, PostRow, Role } from './types.js';
 
 /**
  * The hottest statements as plain SQL, one text per dialect, run by the store on the driver itself (`Store.query`).
@@ -151,4 +151,46 @@ export function feedPageQuery(
 export async function readFeedPage(store: Store, owner: { id: number; role: Role }, limit: number, after?: number): Promise<PostRow[]> {
   const { statement, params } = feedPageQuery(owner, limit, after);
   return store.query<PostRow>(statement, params);
+}
+
+/** A kept answer as an idempotent create reads it back (CONTRACT §6.2). */
+export type KeptAnswerRow = Pick<IdempotencyKeyRow, 'fingerprint' | 'expires_at' | 'status' | 'content_type' | 'location' | 'etag' | 'body'>;
+
+const KEPT_ANSWER_SQL =
+  'select fingerprint, expires_at, status, content_type, location, etag, body from idempotency_keys ' +
+  'where caller_id = ? and target = ? and idempotency_key = ?';
+const KEPT_ANSWER: PlainStatement = { sqlite: KEPT_ANSWER_SQL, postgres: numbered(KEPT_ANSWER_SQL) };
+
+/** The row under an Idempotency-Key's scope (caller, method and path, key), on every create that carries a key. */
+export function findKeptAnswer(store: Store, callerId: number, target: string, key: string): Promise<KeptAnswerRow | undefined> {
+  return store.queryOne<KeptAnswerRow>(KEPT_ANSWER, [callerId, target, key]);
+}
+
+/**
+ * Inserts the answer, or replaces a row that holds none (`status` null) or has expired by the time the request
+ * started (`started_at`); a live answer stays and nothing is returned. On PostgreSQL a concurrent insert of the same
+ * scope makes this wait until that transaction ends.
+ */
+const KEEP_ANSWER_SQL =
+  'insert into idempotency_keys (caller_id, target, idempotency_key, fingerprint, claim_token, started_at, expires_at, ' +
+  'status, content_type, location, etag, body) values (?, ?, ?, ?, null, ?, ?, ?, ?, ?, ?, ?) ' +
+  'on conflict (caller_id, target, idempotency_key) do update set fingerprint = excluded.fingerprint, claim_token = null, ' +
+  'started_at = excluded.started_at, expires_at = excluded.expires_at, status = excluded.status, ' +
+  'content_type = excluded.content_type, location = excluded.location, etag = excluded.etag, body = excluded.body ' +
+  'where idempotency_keys.expires_at <= excluded.started_at or idempotency_keys.status is null returning id';
+const KEEP_ANSWER: PlainStatement = { sqlite: KEEP_ANSWER_SQL, postgres: numbered(KEEP_ANSWER_SQL) };
+
+/**
+ * Keeps the answer of a create sent with an Idempotency-Key, inside `tx` (the create's own transaction): false when
+ * the scope already holds a live answer. The same statement as the builder would write, with every column named.
+ */
+export async function keepAnswer(
+  tx: Tx,
+  row: Omit<IdempotencyKeyRow, 'id' | 'claim_token'> & { status: number; body: string },
+): Promise<boolean> {
+  const params = [
+    ...[row.caller_id, row.target, row.idempotency_key, row.fingerprint, row.started_at, row.expires_at],
+    ...[row.status, row.content_type, row.location, row.etag, row.body],
+  ];
+  return (await tx.query<{ id: number }>(KEEP_ANSWER, params)).length > 0;
 }

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
 import { runHooks, type PlainStatement, type Store, type StoreOptions, type Tx, type Work } from './store.js';
@@ -124,6 +124,8 @@ function pgTx(trx: Kysely<Database>, hooks: (() => void)[]): Tx {
     db: trx,
     dialect: 'postgres',
     afterCommit: (hook) => void hooks.push(hook),
+    query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
+      (await trx.executeQuery<R>(CompiledQuery.raw(statement.postgres, [...params]))).rows as R[],
     async lockRows(table, ids) {
       if (ids.length === 0) return [];
       const rows = await trx.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id').forUpdate().execute();

@@ -253,6 +253,8 @@ function sqliteTx(conn: Kysely<Database>, hooks: (() => void)[]): Tx {
     db: conn,
     dialect: 'sqlite',
     afterCommit: (hook) => void hooks.push(hook),
+    query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
+      (await conn.executeQuery<R>(CompiledQuery.raw(statement.sqlite, [...params]))).rows as R[],
     // The transaction holds SQLite's write lock: no other writer runs until it ends, so there is nothing to lock.
     async lockRows(table, ids) {
       if (ids.length === 0) return [];

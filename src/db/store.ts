@@ -38,6 +38,11 @@ export interface Tx {
    */
   afterCommit(hook: () => void): void;
   /**
+   * Runs a plain-SQL statement (hot-statements.ts) inside the transaction and answers its rows (a write's
+   * `RETURNING`): for the few writes on a hot path where building the query costs more than running it.
+   */
+  query<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]>;
+  /**
    * Locks these rows until the end of the transaction, in ascending id order (PostgreSQL `FOR UPDATE`; SQLite's
    * single writer already holds everything), and answers the ids that exist. Every multi-row lock in the service
    * goes through here, so two transactions always take row locks in one global order and cannot deadlock.

@@ -4,7 +4,7 @@ import { PUBLIC_URL, buildTestApp, call, write, type Response } from '../../../t
 import { signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { insertPost } from '../../../test/helpers/posts.js';
 import * as passwords from '../../shared/passwords.js';
-import { canonicalJson, parseIdempotencyKey } from './key.js';
+import { canonicalJson, fingerprint, parseIdempotencyKey } from './key.js';
 
 // Every Argon2id hash goes through this spy: a test can count hashes, hold one (a slow sign-up) or make it fail.
 vi.mock('../../shared/passwords.js', async (importOriginal) => {
@@ -52,6 +52,12 @@ function holdHashes(): { started: Promise<void>; release: () => void } {
     return realHash(password, memoryKib);
   });
   return { started: startedPromise, release };
+}
+
+/** The fingerprint the service keeps for this body (keyed by the database's secret). */
+async function fingerprintOf(app: FastifyInstance, body: object): Promise<string> {
+  const row = await app.db.selectFrom('settings').select('value').where('key', '=', 'idempotency_secret').executeTakeFirstOrThrow();
+  return fingerprint(body, Buffer.from(row.value, 'base64url'));
 }
 
 function expectSameAnswer(replayed: Response, first: Response): void {
@@ -182,19 +188,106 @@ describe('Idempotency-Key on sign-up', () => {
     ]);
   });
 
-  it('rolls the create back when its claim was taken over while it ran, answering 409', async () => {
+  /** What another process sharing the database writes when its request with the same key keeps its answer. */
+  async function keptElsewhere(app: FastifyInstance, key: string, answer: Response, fingerprint: string): Promise<void> {
+    const now = Date.now();
+    await write(app, (db) =>
+      db
+        .insertInto('idempotency_keys')
+        .values({
+          caller_id: 0,
+          target: 'POST /users',
+          idempotency_key: key,
+          fingerprint,
+          started_at: new Date(now).toISOString(),
+          expires_at: new Date(now + 3_600_000).toISOString(),
+          status: answer.statusCode,
+          content_type: String(answer.headers['content-type']),
+          location: answer.headers.location === undefined ? null : String(answer.headers.location),
+          body: answer.body,
+        })
+        .execute(),
+    );
+  }
+
+  it('rolls the create back, answering 409, when another process kept an answer for the key while it ran', async () => {
     const app = await buildTestApp();
+    const body = { username: 'lost_idem', password: 'correct horse battery' };
     const hold = holdHashes();
-    const first = post(app, '/users', { username: 'lost_idem', password: 'correct horse battery' }, 'lost');
+    const running = post(app, '/users', body, 'lost');
     await hold.started;
-    // What a retry does to a claim it believes abandoned (CLAIM_STALE_MS): the running request no longer holds it.
-    await write(app, (db) => db.updateTable('idempotency_keys').set({ claim_token: 'someone-else' }).execute());
+    const kept = { statusCode: 201, headers: { 'content-type': JSON_TYPE, location: `${PUBLIC_URL}/users/9` }, body: '{"id":9}' } as unknown as Response;
+    await keptElsewhere(app, 'lost', kept, await fingerprintOf(app, body));
     hold.release();
-    const res = await first;
+    const res = await running;
     expect(res.statusCode).toBe(409);
     expect(res.headers['retry-after']).toBe('1');
+    expect(res.json()).toMatchObject({ errors: [{ field: 'Idempotency-Key' }] });
     expect(await count(app, 'users')).toBe(0);
-    expect(await keyRows(app)).toMatchObject([{ claim_token: 'someone-else', status: null }]);
+    expect((await keyRows(app)).map((r) => [r.idempotency_key, r.status, r.body])).toEqual([['lost', 201, '{"id":9}']]);
+    // The retry gets the answer that was kept.
+    const retried = await post(app, '/users', body, 'lost');
+    expect(retried.statusCode).toBe(201);
+    expect(retried.headers['idempotent-replayed']).toBe('true');
+    expect(retried.body).toBe('{"id":9}');
+  });
+
+  it('answers with the answer another process kept for the key when its own run ended in a 4xx meanwhile', async () => {
+    const app = await buildTestApp();
+    const body = { username: 'racer_idem', password: 'correct horse battery' };
+    const hold = holdHashes();
+    const running = post(app, '/users', body, 'race');
+    await hold.started;
+    // Meanwhile the same sign-up with the same key, through another process, created the user and kept its 201.
+    const now = new Date().toISOString();
+    const elsewhere = await write(app, (db) =>
+      db
+        .insertInto('users')
+        .values({ username: 'racer_idem', username_key: 'racer_idem', display_name: '', bio: '', role: 'member', password_hash: 'x', created_at: now, updated_at: now })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    );
+    const location = `${PUBLIC_URL}/users/${elsewhere.id}`;
+    const kept = { statusCode: 201, headers: { 'content-type': JSON_TYPE, location }, body: '{"id":1}' } as unknown as Response;
+    const fingerprint = await fingerprintOf(app, body);
+    await keptElsewhere(app, 'race', kept, fingerprint);
+    hold.release();
+    // Its own insert met the taken name (409); the client gets the first answer instead, replayed.
+    const res = await running;
+    expect(res.statusCode).toBe(201);
+    expect(res.headers['idempotent-replayed']).toBe('true');
+    expect(res.headers.location).toBe(location);
+    expect(res.headers['content-type']).toBe(JSON_TYPE);
+    expect(res.headers['retry-after']).toBeUndefined();
+    expect(res.body).toBe('{"id":1}');
+    expect(await count(app, 'users')).toBe(1);
+    expect((await keyRows(app)).map((r) => [r.idempotency_key, r.status])).toEqual([['race', 201]]);
+  });
+
+  it('never holds a key after a crash: a row without an answer (a claim of an earlier version) is run over', async () => {
+    const app = await buildTestApp();
+    const body = { username: 'after_crash', password: 'correct horse battery' };
+    const fingerprint = await fingerprintOf(app, body);
+    const now = Date.now();
+    await write(app, (db) =>
+      db
+        .insertInto('idempotency_keys')
+        .values({
+          caller_id: 0,
+          target: 'POST /users',
+          idempotency_key: 'crash',
+          fingerprint,
+          claim_token: 'dead',
+          started_at: new Date(now).toISOString(),
+          expires_at: new Date(now + 3_600_000).toISOString(),
+        })
+        .execute(),
+    );
+    const res = await post(app, '/users', body, 'crash');
+    expect(res.statusCode).toBe(201);
+    expect(res.headers['idempotent-replayed']).toBeUndefined();
+    expect((await keyRows(app)).map((r) => [r.idempotency_key, r.claim_token, r.status, r.body])).toEqual([['crash', null, 201, res.body]]);
+    expectSameAnswer(await post(app, '/users', body, 'crash'), res);
   });
 });
 
@@ -310,33 +403,6 @@ describe('Idempotency-Key on every creating POST', () => {
     expect(await keyRows(app)).toEqual([]);
     // The corrected request may use the key.
     expect((await post(app, '/boards', { title: 'T', content: 'C' }, 'k', a.token)).statusCode).toBe(201);
-  });
-
-  it('takes over a claim abandoned by a process that died, once it is stale', async () => {
-    const app = await buildTestApp();
-    const a = await signUp(app);
-    const body = { title: 'T', content: 'C' };
-    const recent = new Date().toISOString();
-    const old = new Date(Date.now() - 60_000).toISOString();
-    // Learn this body's fingerprint from a request of our own, then pretend a dead process holds a key with it.
-    expect((await post(app, '/boards', body, 'probe', a.token)).statusCode).toBe(201);
-    const { fingerprint } = (await keyRows(app))[0]!;
-    await write(app, (db) =>
-      db
-        .insertInto('idempotency_keys')
-        .values({ caller_id: a.id, target: 'POST /boards', idempotency_key: 'x', fingerprint, claim_token: 'dead', started_at: recent, expires_at: new Date(Date.now() + 3_600_000).toISOString() })
-        .execute(),
-    );
-    expect((await post(app, '/boards', body, 'x', a.token)).statusCode).toBe(409);
-    await write(app, (db) => db.updateTable('idempotency_keys').set({ started_at: old }).execute());
-    const taken = await post(app, '/boards', body, 'x', a.token);
-    expect(taken.statusCode).toBe(201);
-    expect(taken.headers['idempotent-replayed']).toBeUndefined();
-    expect((await keyRows(app)).map((r) => [r.idempotency_key, r.claim_token, r.status])).toEqual([
-      ['probe', null, 201],
-      ['x', null, 201],
-    ]);
-    expect(await count(app, 'boards')).toBe(2);
   });
 
   it('lets only one of many simultaneous requests with one key create; the others get 409 or the replay', async () => {

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest, onSendAsyncHookHandler, preHandlerAs
 import type { Store, Tx } from '../../db/store.js';
 import { AppError } from '../../shared/errors.js';
 import { routeTraits } from '../route-docs.js';
-import { createIdempotencyRepository, type Claim, type KeptAnswer, type KeyRow, type KeyScope } from './idempotency.repository.js';
+import { idempotencyKeys, type KeptAnswer, type KeyRow, type KeyScope } from './idempotency.repository.js';
 import { fingerprint, parseIdempotencyKey } from './key.js';
 
 /**
@@ -12,27 +12,25 @@ import { fingerprint, parseIdempotencyKey } from './key.js';
  *
  * Before the handler of a creating POST that carries an `Idempotency-Key`, the key is looked up in its scope (the
  * caller, the method and the path) and the request is either answered from the kept answer (`Idempotent-Replayed:
- * true`), refused (422: the key came with another body; 409: its first request is still running), or allowed to
- * run under a claim: a row inserted in a short transaction of its own, so that a concurrent duplicate (in this
- * process or another) sees it; the unique index decides which of two racing requests claims the key.
+ * true`), refused (422: the key came with another body; 409: its first request is still running), or run.
  *
- * The handler keeps its 201 inside the create's own transaction (`createdAnswer`): a crash leaves both the new
- * resource and its kept answer, or neither. Any other answer is settled as it is sent (onSend):
- * - 4xx answers are kept too, as the draft keeps the first answer whatever it is: a retry gets the same 403, 404
- *   or 409 instead of a different outcome later. Except 401 and 429, which are about the credentials or the
- *   client's rate, not the resource: a retry with a fresh token or after the wait must run.
- * - 5xx answers are not kept: the claim is given up and a retry runs again.
- * A request that fails its validation (400) never reaches the claim: it is refused the same way every time.
+ * The answer is kept in the database, written once the request has one, with no row for the key before then:
+ * - the handler keeps its 201 inside the create's own transaction (`createdAnswer`): a crash leaves both the new
+ *   resource and its kept answer, or neither, and nothing that would hold the key after a crash;
+ * - any other answer is settled as it is sent (onSend). 4xx answers are kept too, as the draft keeps the first
+ *   answer whatever it is: a retry gets the same 403, 404 or 409 instead of a different outcome later. Except 401
+ *   and 429, which are about the credentials or the client's rate, not the resource: a retry with a fresh token or
+ *   after the wait must run. 5xx answers are not kept: a retry runs again.
+ * A request that fails its validation (400) never reaches the key: it is refused the same way every time.
  *
- * A claim left by a process that died is taken over once older than CLAIM_STALE_MS. Taking over a claim whose
- * request is in fact still running is safe: its answer is kept only while it still holds the claim, so its create
- * then rolls back (409) and only the newer request creates.
+ * "Still running" is known in process: each process remembers the keys its running requests hold (`running`),
+ * so a repeat to the same process is a 409 at once. Exactly once holds across processes too, through the unique
+ * index: a repeat that reached another process while the first ran finds no answer and runs, but when it comes to
+ * keep its own it finds the first's, and its create rolls back (409: a retry gets the replay). Its answer other
+ * than a 201 (say, the 409 of a username the first request took meanwhile) becomes the first's answer, replayed,
+ * when both came with the same body.
  */
 
-/** Longer than any create takes; until then a retry after a crash is answered 409. */
-const CLAIM_STALE_MS = 30_000;
-/** Attempts at claiming when the row keeps changing under us (released, taken over) before answering 409. */
-const CLAIM_ATTEMPTS = 3;
 const PURGE_BATCH = 1000;
 /** Advisory lock id of the purge on PostgreSQL: one process purges at a time. */
 const PURGE_LOCK = 0x1de4_0001;
@@ -42,9 +40,9 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 interface KeyState {
   key: string;
   fingerprint: string;
-  /** The row this request claimed, while it runs. */
-  claim?: { id: number; token: string };
-  /** The claim's fate is decided (kept in the create's transaction, or lost to a takeover): onSend leaves it. */
+  /** Set once the request runs under the key (no answer was kept for it): where and since when. */
+  running?: { scope: KeyScope; startedAt: string };
+  /** The answer is kept (in the create's transaction), or the create was refused for a key kept meanwhile. */
   settled: boolean;
 }
 
@@ -77,36 +75,21 @@ const otherBody = () =>
     { field: 'Idempotency-Key', message: 'was already used with a different request body' },
   ]);
 
-type Outcome = { kind: 'claimed'; id: number; token: string } | { kind: 'replay'; row: KeyRow } | { kind: 'other-body' } | { kind: 'running' };
-
-/** Looks the key up and claims it if it is free, expired or abandoned. */
-async function claimKey(store: Store, scope: KeyScope, print: string, ttlMs: number): Promise<Outcome> {
-  for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-    const now = Date.now();
-    const claim: Claim = { fingerprint: print, token: randomBytes(12).toString('base64url'), startedAt: iso(now), expiresAt: iso(now + ttlMs) };
-    const id = await store.transaction(({ db }) => createIdempotencyRepository(db).insertClaim(scope, claim));
-    if (id !== undefined) return { kind: 'claimed', id, token: claim.token };
-    const row = await createIdempotencyRepository(store.db).find(scope);
-    if (!row) continue; // given up between the insert and the read: claim it afresh
-    const expired = row.expires_at <= claim.startedAt;
-    if (!expired) {
-      if (row.fingerprint !== print) return { kind: 'other-body' };
-      if (row.claim_token === null) return { kind: 'replay', row };
-      if (row.started_at > iso(now - CLAIM_STALE_MS)) return { kind: 'running' };
-    }
-    if (await store.transaction(({ db }) => createIdempotencyRepository(db).takeOver(row, claim))) {
-      return { kind: 'claimed', id: row.id, token: claim.token };
-    }
-  }
-  return { kind: 'running' };
-}
+/** A kept answer that a repeat with this key gets: live, and not a claim of an earlier version (no status). */
+const liveAnswer = (row: KeyRow | undefined, now: string): row is KeyRow & { status: number } =>
+  row !== undefined && row.status !== null && row.expires_at > now;
 
 /** Writes a kept answer back, as it was first sent, marked as a replay. */
-function replay(reply: FastifyReply, row: KeyRow): FastifyReply {
-  reply.code(row.status ?? 500).header('idempotent-replayed', 'true');
-  if (row.location !== null) reply.header('location', row.location);
-  if (row.etag !== null) reply.header('etag', row.etag);
-  return reply.type(row.content_type ?? JSON_TYPE).send(row.body ?? '');
+function replay(reply: FastifyReply, row: KeyRow & { status: number }): FastifyReply {
+  return reply.code(row.status).headers(replayHeaders(row)).send(row.body ?? '');
+}
+
+/** The headers of a replayed answer besides its status. */
+function replayHeaders(row: KeyRow): Record<string, string> {
+  const headers: Record<string, string> = { 'idempotent-replayed': 'true', 'content-type': row.content_type ?? JSON_TYPE };
+  if (row.location !== null) headers.location = row.location;
+  if (row.etag !== null) headers.etag = row.etag;
+  return headers;
 }
 
 const headerText = (reply: FastifyReply, name: string): string | undefined => {
@@ -118,8 +101,8 @@ const headerText = (reply: FastifyReply, name: string): string | undefined => {
 export interface CreatedAnswer {
   /**
    * Call inside the create's transaction once the resource exists: sets 201 and `Location`, serializes `body`, and
-   * with an Idempotency-Key keeps that answer in the same transaction. A claim lost to a takeover is a 409 that
-   * rolls the create back.
+   * with an Idempotency-Key keeps that answer in the same transaction. When another process kept an answer for the
+   * key meanwhile, the create rolls back with a 409.
    */
   keep(tx: Tx, location: string, body: unknown): Promise<void>;
   /** Sends the answer kept by `keep` (after the transaction committed); the handler returns what this returns. */
@@ -137,10 +120,11 @@ export function createdAnswer(request: FastifyRequest, reply: FastifyReply): Cre
       if (typeof serialized !== 'string') throw new Error('the JSON serializer answered bytes, not text');
       payload = serialized;
       const state = request.idempotency;
-      if (!state?.claim) return;
+      if (!state?.running) return;
       const answer: KeptAnswer = { status: 201, contentType: JSON_TYPE, location, etag: headerText(reply, 'etag'), body: serialized };
       const expiresAt = iso(Date.now() + request.server.config.idempotencyTtlSeconds * 1000);
-      if (!(await createIdempotencyRepository(tx.db).keep(state.claim.id, state.claim.token, answer, expiresAt))) {
+      const { scope, startedAt } = state.running;
+      if (!(await idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, expiresAt))) {
         state.settled = true;
         throw stillRunning();
       }
@@ -193,55 +177,62 @@ export default fp(
         if (replays) request.idempotency = { key, fingerprint: fingerprint(request.body, secret), settled: false };
       };
 
+    /** The keys that this process's running requests hold, by scope, with their body's fingerprint. */
+    const running = new Map<string, string>();
+
     const claim: preHandlerAsyncHookHandler = async (request, reply) => {
       const state = request.idempotency;
       if (!state) return;
       // Bearer routes have authenticated already (memoised); a sign-up's token, if any and valid, scopes its key.
       const caller = await app.auth.optional(request).catch(() => undefined);
       const scope: KeyScope = { callerId: caller?.id ?? 0, target: targetOf(request), key: state.key };
-      const outcome = await claimKey(store, scope, state.fingerprint, ttlMs);
-      switch (outcome.kind) {
-        case 'claimed':
-          state.claim = { id: outcome.id, token: outcome.token };
-          return;
-        case 'replay':
-          return replay(reply, outcome.row);
-        case 'other-body':
-          throw otherBody();
-        case 'running':
-          throw stillRunning();
+      const id = `${scope.callerId} ${scope.target} ${scope.key}`;
+      const held = running.get(id);
+      if (held !== undefined) throw held === state.fingerprint ? stillRunning() : otherBody();
+      // Held from before the lookup, so a repeat arriving meanwhile is a 409; given back when the answer is out.
+      running.set(id, state.fingerprint);
+      reply.raw.once('close', () => running.delete(id));
+      const startedAt = iso(Date.now());
+      const row = await idempotencyKeys.find(store, scope);
+      if (liveAnswer(row, startedAt)) {
+        if (row.fingerprint !== state.fingerprint) throw otherBody();
+        return replay(reply, row);
       }
+      state.running = { scope, startedAt };
     };
 
-    /** Settles a claim whose answer was not kept inside the create's transaction: keeps a 4xx, gives up on a 5xx. */
+    /**
+     * Keeps an answer that was not kept inside the create's transaction: a 4xx, not a 5xx (or 401, 429). When
+     * another process kept an answer for the key meanwhile, this request's answer becomes that one, replayed.
+     */
     const settle: onSendAsyncHookHandler = async (request, reply, payload) => {
       const state = request.idempotency;
-      if (!state?.claim || state.settled) return payload;
+      if (!state?.running || state.settled) return payload;
       state.settled = true;
-      const { id, token } = state.claim;
       const status = reply.statusCode;
+      if (status >= 500 || status === 401 || status === 429 || typeof payload !== 'string') return payload;
+      if (status < 400) request.log.error({ status }, 'a create answered without keeping its answer in its transaction');
+      const { scope, startedAt } = state.running;
+      const answer: KeptAnswer = {
+        status,
+        contentType: headerText(reply, 'content-type') ?? JSON_TYPE,
+        location: headerText(reply, 'location'),
+        etag: headerText(reply, 'etag'),
+        body: payload,
+      };
       try {
-        await store.transaction(async ({ db }) => {
-          const keys = createIdempotencyRepository(db);
-          if (status >= 500 || status === 401 || status === 429 || typeof payload !== 'string') {
-            await keys.release(id, token);
-            return;
-          }
-          if (status < 400) request.log.error({ status }, 'a create answered without keeping its answer in its transaction');
-          const answer: KeptAnswer = {
-            status,
-            contentType: headerText(reply, 'content-type') ?? JSON_TYPE,
-            location: headerText(reply, 'location'),
-            etag: headerText(reply, 'etag'),
-            body: payload,
-          };
-          await keys.keep(id, token, answer, iso(Date.now() + ttlMs));
-        });
+        const kept = await store.transaction((tx) => idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, iso(Date.now() + ttlMs)));
+        if (kept) return payload;
+        // With another body, this request's own answer stands (it created nothing); a retry of it is a 422.
+        const first = await idempotencyKeys.find(store, scope);
+        if (!liveAnswer(first, startedAt) || first.fingerprint !== state.fingerprint) return payload;
+        reply.code(first.status).removeHeader('retry-after').headers(replayHeaders(first));
+        return first.body ?? '';
       } catch (error) {
-        // The answer stands; the claim goes stale and a retry takes it over after CLAIM_STALE_MS.
-        request.log.warn({ err: error }, 'could not settle an idempotency key');
+        // The answer stands, unkept: a retry runs again.
+        request.log.warn({ err: error }, 'could not keep the answer of an idempotency key');
+        return payload;
       }
-      return payload;
     };
 
     app.addHook('onRoute', (route) => {
@@ -264,7 +255,7 @@ export default fp(
       for (;;) {
         const deleted = await store.transaction(async (tx) => {
           if (!(await tx.tryExclusive(PURGE_LOCK))) return 0;
-          return createIdempotencyRepository(tx.db).purgeExpired(new Date().toISOString(), PURGE_BATCH);
+          return idempotencyKeys.purgeExpired(tx.db, new Date().toISOString(), PURGE_BATCH);
         });
         total += deleted;
         if (deleted < PURGE_BATCH) return total;
