@@ -147,8 +147,10 @@ export interface SettingsTable {
 }
 
 /**
- * Idempotency keys (CONTRACT §6.2): a claim while the first request with the key runs (`claim_token` set, `status`
- * null), then its kept answer (`claim_token` null) until `expires_at`.
+ * Idempotency keys (CONTRACT §6.2): the answer of the first request with a key, written in the same transaction as
+ * its create, kept until `expires_at`. `claim_token` is always null now: versions before 2026-11-26 wrote a claim
+ * (`claim_token` set, `status` null) while the first request ran; such a row is run over like an expired one, and
+ * the column stays so that a rolling upgrade can run both versions on one database.
  */
 export interface IdempotencyKeysTable {
   id: Generated<number>;

@@ -405,6 +405,17 @@ describe('Idempotency-Key on every creating POST', () => {
     expect((await post(app, '/boards', { title: 'T', content: 'C' }, 'k', a.token)).statusCode).toBe(201);
   });
 
+  it('replays to every one of many simultaneous repeats once the first has finished, none of them a 409', async () => {
+    const app = await buildTestApp();
+    const a = await signUp(app);
+    const body = { title: 'Once', content: 'Then replayed' };
+    const first = await post(app, `/users/${a.id}/posts`, body, 'done', a.token);
+    expect(first.statusCode).toBe(201);
+    const repeats = await Promise.all(Array.from({ length: 12 }, () => post(app, `/users/${a.id}/posts`, body, 'done', a.token)));
+    for (const res of repeats) expectSameAnswer(res, first);
+    expect(await count(app, 'posts')).toBe(1);
+  });
+
   it('lets only one of many simultaneous requests with one key create; the others get 409 or the replay', async () => {
     const app = await buildTestApp();
     const a = await signUp(app);
@@ -494,6 +505,36 @@ describe('expiry', () => {
     expect(later.headers['idempotent-replayed']).toBeUndefined();
     expect(await count(app, 'boards')).toBe(2);
     expect(await count(app, 'idempotency_keys')).toBe(1);
+  });
+
+  it('runs over an expired answer that the purge has not reached yet, whatever body it was for', async () => {
+    const app = await buildTestApp();
+    const a = await signUp(app);
+    const past = (ms: number) => new Date(Date.now() - ms).toISOString();
+    await write(app, (db) =>
+      db
+        .insertInto('idempotency_keys')
+        .values({
+          caller_id: a.id,
+          target: 'POST /boards',
+          idempotency_key: 'old',
+          fingerprint: 'another body',
+          started_at: past(120_000),
+          expires_at: past(60_000),
+          status: 201,
+          content_type: JSON_TYPE,
+          body: '{"old":true}',
+        })
+        .execute(),
+    );
+    const res = await post(app, '/boards', { title: 'T', content: 'C' }, 'old', a.token);
+    expect(res.statusCode).toBe(201);
+    expect(res.headers['idempotent-replayed']).toBeUndefined();
+    const rows = await keyRows(app);
+    expect(rows.map((r) => [r.idempotency_key, r.status, r.body])).toEqual([['old', 201, res.body]]);
+    expect(rows[0]!.fingerprint).not.toBe('another body');
+    expect(rows[0]!.expires_at > new Date().toISOString()).toBe(true);
+    expectSameAnswer(await post(app, '/boards', { title: 'T', content: 'C' }, 'old', a.token), res);
   });
 
   it('purges expired keys in the background and leaves the live ones', async () => {

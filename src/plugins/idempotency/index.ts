@@ -178,26 +178,31 @@ export default fp(
       };
 
     /** The keys that this process's running requests hold, by scope, with their body's fingerprint. */
-    const running = new Map<string, string>();
+    const running = new Map<string, { fingerprint: string }>();
 
-    const claim: preHandlerAsyncHookHandler = async (request, reply) => {
+    const lookUp: preHandlerAsyncHookHandler = async (request, reply) => {
       const state = request.idempotency;
       if (!state) return;
       // Bearer routes have authenticated already (memoised); a sign-up's token, if any and valid, scopes its key.
       const caller = await app.auth.optional(request).catch(() => undefined);
       const scope: KeyScope = { callerId: caller?.id ?? 0, target: targetOf(request), key: state.key };
-      const id = `${scope.callerId} ${scope.target} ${scope.key}`;
-      const held = running.get(id);
-      if (held !== undefined) throw held === state.fingerprint ? stillRunning() : otherBody();
-      // Held from before the lookup, so a repeat arriving meanwhile is a 409; given back when the answer is out.
-      running.set(id, state.fingerprint);
-      reply.raw.once('close', () => running.delete(id));
       const startedAt = iso(Date.now());
       const row = await idempotencyKeys.find(store, scope);
       if (liveAnswer(row, startedAt)) {
         if (row.fingerprint !== state.fingerprint) throw otherBody();
         return replay(reply, row);
       }
+      // No answer yet: run, unless a request of this process runs with the key (checked and taken in one turn of
+      // the event loop, after the lookup, so that repeats of a finished request are all replayed). Given back once
+      // the answer is out.
+      const id = `${scope.callerId} ${scope.target} ${scope.key}`;
+      const held = running.get(id);
+      if (held !== undefined) throw held.fingerprint === state.fingerprint ? stillRunning() : otherBody();
+      const mine = { fingerprint: state.fingerprint };
+      running.set(id, mine);
+      reply.raw.once('close', () => {
+        if (running.get(id) === mine) running.delete(id);
+      });
       state.running = { scope, startedAt };
     };
 
@@ -243,7 +248,7 @@ export default fp(
       }
       if (!routeTraits('POST', route.url, {}).idempotentCreate) return;
       route.preValidation = [readKey(true), ...[route.preValidation ?? []].flat()];
-      route.preHandler = [...[route.preHandler ?? []].flat(), claim];
+      route.preHandler = [...[route.preHandler ?? []].flat(), lookUp];
       // First of the route's onSend hooks, so it sees the serialized body before compression does.
       route.onSend = [settle, ...[route.onSend ?? []].flat()];
     });
