@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+import type { Insertable } from 'kysely';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call, write, type Response } from '../../../test/helpers/build-test-app.js';
 import { signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { insertPost } from '../../../test/helpers/posts.js';
 import * as passwords from '../../shared/passwords.js';
+import type { IdempotencyKeysTable } from '../../db/types.js';
 import { canonicalJson, fingerprint, parseIdempotencyKey } from './key.js';
 
 // Every Argon2id hash goes through this spy: a test can count hashes, hold one (a slow sign-up) or make it fail.
@@ -39,6 +41,13 @@ const count = async (app: FastifyInstance, table: 'users' | 'posts' | 'replies' 
   Number((await app.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
 
 const keyRows = (app: FastifyInstance) => app.db.selectFrom('idempotency_keys').selectAll().orderBy('id').execute();
+
+/** Writes a key's row as another process (or an earlier version) would: a sign-up's scope, live for an hour, by default. */
+async function insertKeyRow(app: FastifyInstance, row: Partial<Insertable<IdempotencyKeysTable>> & { idempotency_key: string; fingerprint: string }) {
+  const now = Date.now();
+  const defaults = { caller_id: 0, target: 'POST /users', started_at: new Date(now).toISOString(), expires_at: new Date(now + 3_600_000).toISOString() };
+  await write(app, (db) => db.insertInto('idempotency_keys').values({ ...defaults, ...row }).execute());
+}
 
 /** A gate a held password hash waits on: `release()` lets it go on. */
 function holdHashes(): { started: Promise<void>; release: () => void } {
@@ -189,26 +198,15 @@ describe('Idempotency-Key on sign-up', () => {
   });
 
   /** What another process sharing the database writes when its request with the same key keeps its answer. */
-  async function keptElsewhere(app: FastifyInstance, key: string, answer: Response, fingerprint: string): Promise<void> {
-    const now = Date.now();
-    await write(app, (db) =>
-      db
-        .insertInto('idempotency_keys')
-        .values({
-          caller_id: 0,
-          target: 'POST /users',
-          idempotency_key: key,
-          fingerprint,
-          started_at: new Date(now).toISOString(),
-          expires_at: new Date(now + 3_600_000).toISOString(),
-          status: answer.statusCode,
-          content_type: String(answer.headers['content-type']),
-          location: answer.headers.location === undefined ? null : String(answer.headers.location),
-          body: answer.body,
-        })
-        .execute(),
-    );
-  }
+  const keptElsewhere = (app: FastifyInstance, key: string, answer: Response, fingerprint: string) =>
+    insertKeyRow(app, {
+      idempotency_key: key,
+      fingerprint,
+      status: answer.statusCode,
+      content_type: String(answer.headers['content-type']),
+      location: answer.headers.location === undefined ? null : String(answer.headers.location),
+      body: answer.body,
+    });
 
   it('rolls the create back, answering 409, when another process kept an answer for the key while it ran', async () => {
     const app = await buildTestApp();
@@ -267,22 +265,7 @@ describe('Idempotency-Key on sign-up', () => {
   it('never holds a key after a crash: a row without an answer (a claim of an earlier version) is run over', async () => {
     const app = await buildTestApp();
     const body = { username: 'after_crash', password: 'correct horse battery' };
-    const fingerprint = await fingerprintOf(app, body);
-    const now = Date.now();
-    await write(app, (db) =>
-      db
-        .insertInto('idempotency_keys')
-        .values({
-          caller_id: 0,
-          target: 'POST /users',
-          idempotency_key: 'crash',
-          fingerprint,
-          claim_token: 'dead',
-          started_at: new Date(now).toISOString(),
-          expires_at: new Date(now + 3_600_000).toISOString(),
-        })
-        .execute(),
-    );
+    await insertKeyRow(app, { idempotency_key: 'crash', fingerprint: await fingerprintOf(app, body), claim_token: 'dead' });
     const res = await post(app, '/users', body, 'crash');
     expect(res.statusCode).toBe(201);
     expect(res.headers['idempotent-replayed']).toBeUndefined();
@@ -511,22 +494,17 @@ describe('expiry', () => {
     const app = await buildTestApp();
     const a = await signUp(app);
     const past = (ms: number) => new Date(Date.now() - ms).toISOString();
-    await write(app, (db) =>
-      db
-        .insertInto('idempotency_keys')
-        .values({
-          caller_id: a.id,
-          target: 'POST /boards',
-          idempotency_key: 'old',
-          fingerprint: 'another body',
-          started_at: past(120_000),
-          expires_at: past(60_000),
-          status: 201,
-          content_type: JSON_TYPE,
-          body: '{"old":true}',
-        })
-        .execute(),
-    );
+    await insertKeyRow(app, {
+      caller_id: a.id,
+      target: 'POST /boards',
+      idempotency_key: 'old',
+      fingerprint: 'another body',
+      started_at: past(120_000),
+      expires_at: past(60_000),
+      status: 201,
+      content_type: JSON_TYPE,
+      body: '{"old":true}',
+    });
     const res = await post(app, '/boards', { title: 'T', content: 'C' }, 'old', a.token);
     expect(res.statusCode).toBe(201);
     expect(res.headers['idempotent-replayed']).toBeUndefined();
@@ -541,13 +519,7 @@ describe('expiry', () => {
     const app = await buildTestApp({ idempotencyTtlSeconds: 1 });
     const a = await signUp(app);
     expect((await post(app, '/boards', { title: 'T', content: 'C' }, 'old', a.token)).statusCode).toBe(201);
-    const live = new Date(Date.now() + 3_600_000).toISOString();
-    await write(app, (db) =>
-      db
-        .insertInto('idempotency_keys')
-        .values({ caller_id: a.id, target: 'POST /boards', idempotency_key: 'live', fingerprint: 'f', claim_token: null, started_at: live, expires_at: live, status: 201, content_type: JSON_TYPE, body: '{}' })
-        .execute(),
-    );
+    await insertKeyRow(app, { caller_id: a.id, target: 'POST /boards', idempotency_key: 'live', fingerprint: 'f', status: 201, content_type: JSON_TYPE, body: '{}' });
     // The timer runs every TTL (here 1 s); no request is needed.
     await vi.waitFor(async () => expect((await keyRows(app)).map((r) => r.idempotency_key)).toEqual(['live']), { timeout: 5000, interval: 200 });
     expect(await app.idempotency.purge()).toBe(0);
