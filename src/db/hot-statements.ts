@@ -182,7 +182,7 @@ const KEEP_ANSWER: PlainStatement = { sqlite: KEEP_ANSWER_SQL, postgres: numbere
 
 /**
  * Keeps the answer of a create sent with an Idempotency-Key, inside `tx` (the create's own transaction): false when
- * the scope already holds a live answer. The same statement as the builder would write, with every column named.
+ * the scope already holds a live answer (see KEEP_ANSWER_SQL).
  */
 export async function keepAnswer(
   tx: Tx,
