@@ -1,4 +1,5 @@
 import { Type, type Static, type TSchema } from 'typebox';
+import { AppError } from './errors.js';
 
 /** Canonical decimal integer (no sign, no leading zero); the `int64` format adds the signed 64-bit range check. */
 export const ID_PATTERN = '^(0|[1-9][0-9]{0,18})$';
@@ -130,6 +131,15 @@ export const PAGE_HEADERS = Type.Object({
 export function toId(param: string): number {
   const n = Number(param);
   return Number.isSafeInteger(n) ? n : 0;
+}
+
+/**
+ * A PUT body's `id` must name the resource of the path (CONTRACT §1: read-only fields are ignored, a different id
+ * is a 400). Compared as the JSON number it is: beyond 2^53 `toId` answers 0 for the path, but the body's number
+ * reads the same digits as the path, so such a request goes on to its 404 instead of a false mismatch.
+ */
+export function checkBodyId(bodyId: number | undefined, param: string): void {
+  if (bodyId !== undefined && bodyId !== Number(param)) throw AppError.badRequest('id', 'must match the id in the path');
 }
 
 export const INT64_MAX = 9223372036854775807n;

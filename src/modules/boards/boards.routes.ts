@@ -7,7 +7,7 @@ import { bodyTag, ifMatch, tagOf, updatedAfter, type Precondition } from '../../
 import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { toBoard } from '../../shared/representations.js';
-import { EnvelopeErrorSchema, toId } from '../../shared/schemas.js';
+import { EnvelopeErrorSchema, checkBodyId, toId } from '../../shared/schemas.js';
 import { createBoardsRepository } from './boards.repository.js';
 import {
   BoardEnvelope,
@@ -183,7 +183,7 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.board_id);
       const { body } = request;
-      if (body.id !== undefined && body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
+      checkBodyId(body.id, request.params.board_id);
       const current = await boards.findById(id);
       if (!current) throw AppError.notFound('board');
       if (!isSelfOrAdmin(caller, current.author_id)) throw AppError.forbidden('Only the author or an admin may replace this board');

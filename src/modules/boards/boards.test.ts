@@ -434,6 +434,23 @@ describe('PUT /boards/{board_id}', () => {
     expect(await boardCount(app)).toBe(0);
   });
 
+  it.each([
+    ['the same digits as the path', '9223372036854775807', 404, undefined],
+    ['another id', '0', 400, ['id']],
+  ])('PUT /boards/9223372036854775807 with a body id of %s answers %i', async (_case, bodyId, status, fields) => {
+    const app = await buildTestApp();
+    const admin = await createAdmin(app);
+    // Raw JSON: a JS number cannot hold this id, which is what the comparison with the path must survive.
+    const res = await app.inject({
+      method: 'PUT',
+      url: '/boards/9223372036854775807',
+      headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+      payload: `{"id":${bodyId},"title":"t","content":"c"}`,
+    });
+    expectEnvelopeError(res, status, fields);
+    expect(await boardCount(app)).toBe(0);
+  });
+
   it('answers 413 in the envelope for a body over the limit, leaving the row unchanged', async () => {
     const app = await buildTestApp({ bodyLimit: 2048 });
     const author = await signUp(app);

@@ -9,7 +9,7 @@ import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
 import { toPost } from '../../shared/representations.js';
-import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
+import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, checkBodyId, toId } from '../../shared/schemas.js';
 import { findVisiblePost, requireVisiblePost, type Viewer } from '../../shared/visibility.js';
 import { checkLastEventId, negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
@@ -114,7 +114,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.post_id);
       const { body } = request;
-      if (body.id !== undefined && body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
+      checkBodyId(body.id, request.params.post_id);
       const current = await requireVisiblePost(app.db, id, caller);
       if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may replace a post');
       const input = { title: body.title, content: body.content, visibility: body.visibility };

@@ -8,7 +8,7 @@ import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
 import { toReply } from '../../shared/representations.js';
-import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
+import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, checkBodyId, toId } from '../../shared/schemas.js';
 import { findVisiblePost, requireVisiblePost, type Viewer } from '../../shared/visibility.js';
 import { createRepliesRepository } from './replies.repository.js';
 import {
@@ -143,7 +143,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       const id = toId(request.params.reply_id);
-      if (request.body.id !== undefined && request.body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
+      checkBodyId(request.body.id, request.params.reply_id);
       await requireVisiblePost(app.db, postId, caller);
       const current = await replies.findInPost(postId, id);
       if (!current) throw AppError.notFound('reply');

@@ -9,7 +9,7 @@ import { keysetPage } from '../../shared/pagination.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import { problems } from '../../shared/problems.js';
 import { toUser } from '../../shared/representations.js';
-import { DeletedSchema, PAGE_HEADERS, toId } from '../../shared/schemas.js';
+import { DeletedSchema, PAGE_HEADERS, checkBodyId, toId } from '../../shared/schemas.js';
 import type { Viewer } from '../../shared/visibility.js';
 import { createUsersRepository } from './users.repository.js';
 import {
@@ -147,7 +147,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.user_id);
       const { body } = request;
-      if (body.id !== undefined && body.id !== id) throw AppError.badRequest('id', 'must match the id in the path');
+      checkBodyId(body.id, request.params.user_id);
       const current = await users.findById(id, caller);
       if (!current) throw AppError.notFound('user');
       if (!isSelfOrAdmin(caller, id)) throw AppError.forbidden('Only the user or an admin may replace this user');
