@@ -160,4 +160,25 @@ describe('malformed requests over a raw socket', () => {
     expect(res.headers.allow).toBe('GET, HEAD');
     expect(JSON.parse(res.body)).toMatchObject({ status: 405, instance: '/posts' });
   });
+
+  // Node's parser refuses a method it does not know before any route runs; the answer is still the contract's.
+  it('a method Node does not know, on a known path: 405 with Allow, then closed', async () => {
+    const { text, ending } = await rawRequest(server.port, 'FOO /users?limit=5 HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    const res = parseResponse(text);
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe('DELETE, GET, HEAD, POST');
+    expect(res.headers['x-request-id']).toMatch(/\S/);
+    expect(JSON.parse(res.body)).toMatchObject({ status: 405, instance: '/users' });
+    expect(ending).toBe('close');
+  });
+
+  it('a method Node does not know: 404 on an unknown path, the envelope under /boards', async () => {
+    const unknown = parseResponse((await rawRequest(server.port, 'FOO /nope HTTP/1.1\r\nHost: localhost\r\n\r\n')).text);
+    expect(unknown.status).toBe(404);
+    expect(JSON.parse(unknown.body)).toMatchObject({ status: 404, instance: '/nope' });
+    const board = parseResponse((await rawRequest(server.port, 'FOO /boards/1 HTTP/1.1\r\nHost: localhost\r\n\r\n')).text);
+    expect(board.status).toBe(405);
+    expect(board.headers.allow).toBe('DELETE, GET, HEAD, PUT');
+    expect(JSON.parse(board.body)).toMatchObject({ code: '405', data: null });
+  });
 });

@@ -74,12 +74,19 @@ export function clientError(nextRequestId: () => string, arriving: ArrivingBodie
   // `rawPacket` is the bytes read so far, when Node has them (Fastify's types describe it as a JSON-serialized Buffer).
   return function (this: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    const requestId = nextRequestId();
+    const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 2048) : '';
+    const line = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\/[\x21-\x7e]*) HTTP\/1\.[01]\r?\n/.exec(raw);
+    const target = line?.[2]?.split('?')[0];
+    // Node's parser knows a fixed list of methods and refuses any other token (`FOO /users`) before Fastify sees
+    // the request. Such a request is well-formed HTTP: it is answered as every method no route takes (CONTRACT §1).
+    if (error.code === 'HPE_INVALID_METHOD' && line?.[1] !== undefined && target !== undefined) {
+      refuseMethod(this, socket, line[1], target, requestId);
+      return;
+    }
     const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
     const detail =
       status === 408 ? 'The request did not arrive in time' : status === 431 ? 'The request headers are too large' : 'The request is not well-formed HTTP';
-    const requestId = nextRequestId();
-    const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 2048) : '';
-    const target = /^[A-Z]+ (\/[\x21-\x7e]*) HTTP\/1\.[01]\r?\n/.exec(raw)?.[1]?.split('?')[0];
     // No request line in what was read: the headers had arrived and the body had not.
     const path = target ?? (status === 408 ? arriving.pathOn(socket) : undefined) ?? '/';
     this.log.info({ reqId: requestId, status, code: error.code, detail }, 'request rejected');
@@ -100,14 +107,22 @@ export function connectRequest(app: FastifyInstance, nextRequestId: () => string
     const requestId = nextRequestId();
     const target = request.url ?? '';
     const path = target.startsWith('/') ? (target.split('?')[0] ?? '/') : undefined;
-    const allowed = path === undefined ? new Set<string>() : app.allowedMethods(path);
-    app.log.info({ reqId: requestId, method: 'CONNECT', status: allowed.size > 0 ? 405 : path !== undefined ? 404 : 400 }, 'request rejected');
-    if (allowed.size > 0) {
-      writeRawError(socket, 405, `CONNECT is not allowed on ${path}`, requestId, path ?? '/', { Allow: [...allowed].sort().join(', ') });
-    } else if (path !== undefined) {
-      writeRawError(socket, 404, `No resource at ${path}`, requestId, path);
-    } else {
-      writeRawError(socket, 400, 'The service is not a proxy: CONNECT is not supported', requestId, '/');
+    if (path !== undefined) {
+      refuseMethod(app, socket, 'CONNECT', path, requestId);
+      return;
     }
+    app.log.info({ reqId: requestId, method: 'CONNECT', status: 400 }, 'request rejected');
+    writeRawError(socket, 400, 'The service is not a proxy: CONNECT is not supported', requestId, '/');
   };
+}
+
+/** A method no route takes, answered on the raw socket and closed: 405 with Allow on a path a route takes, else 404. */
+function refuseMethod(app: FastifyInstance, socket: Duplex, method: string, path: string, requestId: string): void {
+  const allowed = app.allowedMethods(path);
+  app.log.info({ reqId: requestId, method, status: allowed.size > 0 ? 405 : 404 }, 'request rejected');
+  if (allowed.size > 0) {
+    writeRawError(socket, 405, `${method} is not allowed on ${path}`, requestId, path, { Allow: [...allowed].sort().join(', ') });
+  } else {
+    writeRawError(socket, 404, `No resource at ${path}`, requestId, path);
+  }
 }
