@@ -123,7 +123,7 @@ describe('the OpenAPI document as a client contract', () => {
     const document = await buildOpenApiDocument();
     const components = document.components as { headers: Record<string, { schema: { type: string } }> };
     expect(Object.keys(components.headers).sort()).toEqual([
-      'Access-Control-Allow-Headers', 'Access-Control-Allow-Methods', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers',
+      'Accept-Encoding', 'Access-Control-Allow-Headers', 'Access-Control-Allow-Methods', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers',
       'Access-Control-Max-Age', 'Allow', 'Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'RateLimit',
       'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Request-Id',
     ]);
@@ -143,6 +143,7 @@ describe('the OpenAPI document as a client contract', () => {
           expect(headers['RateLimit-Policy'], at).toEqual(header('RateLimit-Policy'));
         }
         if (status === '201') expect(headers.Location, at).toEqual(header('Location'));
+        if (status === '415') expect(headers['Accept-Encoding'], at).toEqual(header('Accept-Encoding'));
         if (status === '401') expect(headers['WWW-Authenticate'], at).toEqual(header('WWW-Authenticate'));
         if (status === '429' || status === '503') expect(headers['Retry-After'], at).toEqual(header('Retry-After'));
         if (where.startsWith('GET ') && (status === '200' || status === '304')) expect(headers.ETag, at).toEqual(header('ETag'));

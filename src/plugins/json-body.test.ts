@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { buildTestApp, call } from '../../test/helpers/build-test-app.js';
 import { signUp } from '../../test/helpers/factories.js';
@@ -40,6 +41,29 @@ describe('JSON request bodies are UTF-8', () => {
     expect(res.headers['content-type']).toBe(PROBLEM);
     expect(res.json()).toMatchObject({ status: 415, detail: expect.stringContaining('UTF-8') });
     expect(rows).toEqual([]);
+  });
+
+  it.each([
+    ['gzip, compressed', 'gzip', gzipSync(body('Hello'))],
+    ['gzip, yet plain JSON', 'gzip', body('Hello')],
+    ['br', 'br', body('Hello')],
+  ])('answers a body sent with Content-Encoding: %s with 415 and Accept-Encoding: identity, and stores nothing', async (_case, coding, bytes) => {
+    const app = await buildTestApp();
+    const author = await signUp(app);
+    const send = (encoding: string, payload: Buffer) =>
+      app.inject({
+        method: 'POST',
+        url: `/users/${author.id}/posts`,
+        payload,
+        headers: { 'content-type': 'application/json', 'content-encoding': encoding, authorization: `Bearer ${author.token}` },
+      });
+    const res = await send(coding, bytes);
+    expect(res.statusCode).toBe(415);
+    expect(res.headers['accept-encoding']).toBe('identity');
+    expect(res.json()).toMatchObject({ status: 415, detail: expect.stringContaining('Content-Encoding') });
+    expect(await app.db.selectFrom('posts').select('id').execute()).toEqual([]);
+    // identity is no coding at all.
+    expect((await send('identity', body('Hello'))).statusCode).toBe(201);
   });
 
   it('answers bytes that are not UTF-8 (Latin-1 "café") with 400 naming the body, and stores nothing', async () => {

@@ -86,6 +86,13 @@ export default fp(
     const parseJson = app.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning);
     app.removeContentTypeParser('application/json');
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+      // Bodies are not decoded: a compressed one read as JSON would be refused as malformed, or worse, taken as it
+      // is. RFC 9110 §8.4 answers an unsupported content coding with 415 and Accept-Encoding naming what is taken.
+      const coding = request.headers['content-encoding'];
+      if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+        done(new AppError(415, 'Request bodies are not decoded: send them without a Content-Encoding', undefined, { 'accept-encoding': 'identity' }), undefined);
+        return;
+      }
       const charset = declaredCharset(request.headers['content-type'] ?? '');
       if (charset !== undefined && (charset === null || !UTF8.test(charset))) {
         const declared = charset === null ? 'the Content-Type parameters cannot be read' : `the charset "${charset}" is not accepted`;

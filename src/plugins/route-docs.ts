@@ -103,6 +103,11 @@ export const RESPONSE_HEADERS = {
     description: 'On a live event stream: tells a buffering reverse proxy (nginx) to pass each event on at once',
   },
   'Retry-After': { type: 'integer', minimum: 0, description: 'Seconds to wait before trying again' },
+  'Accept-Encoding': {
+    type: 'string',
+    enum: ['identity'],
+    description: 'On a 415 for a request body sent with a Content-Encoding: bodies are taken uncompressed only',
+  },
   'WWW-Authenticate': { type: 'string', description: 'The Bearer challenge (RFC 6750), with the error when a token was sent' },
   'Idempotent-Replayed': {
     type: 'string',
@@ -165,7 +170,7 @@ function documentRoute(route: RouteOptions): void {
     if (t.conditionalWrite) add(412, 'If-Match names no current entity-tag of the resource: nothing changed');
     if (t.body) {
       add(413, 'Request body too large');
-      add(415, 'Request body is not application/json');
+      add(415, 'Request body is not JSON in UTF-8 (Content-Type: application/json), or is sent with a Content-Encoding');
     }
     if (t.rateLimited) add(429, 'Too many requests; see Retry-After');
     add(500, 'Unexpected failure; the body carries a request id that is also in the log');
@@ -189,6 +194,7 @@ function documentRoute(route: RouteOptions): void {
       }
       if (code === 429 || code === 503 || (code === 409 && t.idempotentCreate)) declare('Retry-After');
       if (code === 401) declare('WWW-Authenticate');
+      if (code === 415) declare('Accept-Encoding');
       if (code === 201) declare('Location');
       if (code === 201 && t.idempotentCreate) {
         declare('ETag');
