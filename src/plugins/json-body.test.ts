@@ -133,6 +133,24 @@ describe('an empty body sent as application/json', () => {
     expect(post.statusCode).toBe(415);
   });
 
+  it.each([
+    ['fields', '{"id":1,"force":true}', [{ field: 'id', message: 'is not an allowed field' }, { field: 'force', message: 'is not an allowed field' }]],
+    ['an array', '[1]', [{ field: 'body', message: 'is not taken by this operation' }]],
+  ])('on an operation that takes no body, JSON with %s is 400 naming them, and nothing is deleted; {} is no field', async (_case, payload, errors) => {
+    const app = await buildTestApp();
+    const author = await signUp(app);
+    const created = await call(app, 'POST', `/users/${author.id}/posts`, { token: author.token, body: { title: 'T', content: 'C' } });
+    const url = `/posts/${created.json().id}`;
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${author.token}` };
+    const refused = await app.inject({ method: 'DELETE', url, headers, payload });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().errors).toEqual(errors);
+    expect(await app.db.selectFrom('posts').select('id').execute()).toHaveLength(1);
+    const empty = await app.inject({ method: 'DELETE', url, headers, payload: '{}' });
+    expect(empty.statusCode, empty.body).toBe(200);
+    expect(await app.db.selectFrom('posts').select('id').execute()).toEqual([]);
+  });
+
   it('is still a 400 naming the body on an operation that takes one', async () => {
     const app = await buildTestApp();
     const author = await signUp(app);

@@ -71,6 +71,20 @@ function forbiddenKeyProblem(text: string, error: Error): Error {
 const nothingToParse = (request: FastifyRequest, bytes: Buffer) => bytes.length === 0 && request.routeOptions.schema?.body === undefined;
 
 /**
+ * An operation without a body schema (a DELETE) takes no fields: every field of a JSON body sent to it is unknown,
+ * which CONTRACT §1 answers with 400 naming it, as on any other operation. An empty object is no field at all.
+ */
+function fieldsNotTaken(value: unknown): AppError | null {
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    const fields = Object.keys(value);
+    if (fields.length === 0) return null;
+    const errors = fields.slice(0, 20).map((field) => ({ field, message: 'is not an allowed field' }));
+    return new AppError(400, `${fields[0]} is not an allowed field: this operation takes no body`, errors);
+  }
+  return AppError.badRequest('body', 'is not taken by this operation');
+}
+
+/**
  * Request bodies are JSON in UTF-8 (CONTRACT §1), and bad bytes are refused rather than stored. Fastify's own
  * JSON parser reads the body as a UTF-8 string, whatever charset the request declares, and decodes invalid bytes
  * to U+FFFD: a client sending Latin-1 text ("café" as 0x63 0x61 0x66 0xE9) would have "caf\uFFFD" stored with a 201.
@@ -110,7 +124,10 @@ export default fp(
       }
       // Typed as possibly async; Fastify's default JSON parser answers through `done`, synchronously.
       const text = bytes.toString('utf8');
-      void parseJson(request, text, (error, value) => done(error && forbiddenKeyProblem(text, error), value));
+      void parseJson(request, text, (error, value) => {
+        if (error) done(forbiddenKeyProblem(text, error), undefined);
+        else done(request.routeOptions.schema?.body === undefined ? fieldsNotTaken(value) : null, value);
+      });
     });
     // Any other media type: a 415, unless there is nothing to parse.
     app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
