@@ -4,6 +4,8 @@ import { shutdown } from './shutdown.js';
 import { ConfigError, loadConfig } from './config.js';
 import { ensureAdmin } from './modules/users/users.service.js';
 
+const SECOND_SIGNAL = 'second signal: closing the connections still open now';
+
 /** Entry point only: load the config, build the app, bootstrap the admin, listen, and shut down gracefully. */
 async function main(): Promise<void> {
   let config;
@@ -50,6 +52,16 @@ async function main(): Promise<void> {
       }
       bySignal = true;
       app.log.info({ signal }, 'shutting down');
+      // close-with-grace exits 1 on a second signal; a signal exits 0 here, always. A second SIGTERM or SIGINT (a
+      // supervisor repeating itself, an impatient Ctrl-C) cuts the grace period short instead: the connections
+      // still open are closed now, and the database still closes before the exit.
+      for (const name of ['SIGTERM', 'SIGINT'] as const) {
+        process.removeAllListeners(name);
+        process.on(name, (again: NodeJS.Signals) => {
+          app.log.warn({ signal: again }, SECOND_SIGNAL);
+          app.server.closeAllConnections();
+        });
+      }
       try {
         await shutdown(app, config.shutdownGraceMs);
       } catch (error) {

@@ -1,6 +1,7 @@
+import fs from 'node:fs';
 import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { GRACE_OVER, e2eDatabase, killLeftovers, startServer, type E2eDatabase } from '../helpers/server-process.js';
+import { GRACE_OVER, SECOND_SIGNAL, e2eDatabase, killLeftovers, startServer, type E2eDatabase } from '../helpers/server-process.js';
 import { collect, connect, parseResponse } from './socket.js';
 
 /**
@@ -50,6 +51,29 @@ describe('SIGTERM', () => {
     expect(elapsed).toBeLessThan(GRACE_MS + 4000);
     expect((await outcome).ending).not.toBe('timeout');
     expect(server.logs().some((line) => line.msg === GRACE_OVER)).toBe(true);
+  });
+
+  it('a second SIGTERM cuts the grace period short: a client still sending is cut off at once, exit code 0', async () => {
+    const server = await start();
+    const socket = await connect(server.port);
+    const outcome = collect(socket, 20_000);
+    socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
+    const timer = setInterval(() => socket.writable && socket.write(' '), 100);
+    await server.waitForLog((line) => line.msg === 'incoming request');
+
+    const started = Date.now();
+    server.child.kill('SIGTERM');
+    await server.waitForLog((line) => line.msg === 'shutting down');
+    server.child.kill('SIGTERM');
+    const exit = await server.exited;
+    clearInterval(timer);
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(Date.now() - started).toBeLessThan(LONG_GRACE_MS / 2);
+    expect((await outcome).ending).not.toBe('timeout');
+    expect(server.logs().some((line) => line.msg === SECOND_SIGNAL)).toBe(true);
+    expect(server.logs().some((line) => line.msg === GRACE_OVER)).toBe(false);
+    // The database was closed before the exit: SQLite leaves no write-ahead log behind.
+    if (db.url.startsWith('sqlite:')) expect(fs.existsSync(`${db.url.slice('sqlite:'.length)}-wal`)).toBe(false);
   });
 
   it('with a request in flight: it is answered with Connection: close, and the process exits 0', async () => {

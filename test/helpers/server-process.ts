@@ -26,6 +26,8 @@ export const E2E_PUBLIC_URL = 'http://corkboard.e2e';
 
 /** What a spawned server logs when its shutdown grace period runs out and it cuts off the connections still open. */
 export const GRACE_OVER = 'shutdown grace period over: closing the connections still open';
+/** What it logs when a second SIGTERM or SIGINT arrives during its shutdown (src/server.ts). */
+export const SECOND_SIGNAL = 'second signal: closing the connections still open now';
 
 // The server's environment is built from scratch: nothing of the shell that runs the tests (a DATABASE_URL, a
 // PORT, a LOG_LEVEL) may leak into it. Only what a Node process needs to run is passed through.
