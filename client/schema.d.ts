@@ -1546,6 +1546,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3226,6 +3227,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3969,6 +3971,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4389,6 +4392,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4608,6 +4612,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5380,6 +5385,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5583,6 +5589,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6550,6 +6557,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;

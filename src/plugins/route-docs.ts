@@ -204,6 +204,9 @@ function documentRoute(route: RouteOptions): void {
       // 413, 415 and 422 are answered before the create runs.
       if (t.idempotentCreate && code >= 400 && code < 500 && ![401, 413, 415, 422, 429].includes(code)) declare('Idempotent-Replayed');
       if (t.conditionalGet && (code === 200 || code === 304)) declare('ETag');
+      // A 304 of a collection page carries the page's `next` link too, as its 200 would (the headers a cache
+      // refreshes its stored copy with).
+      if (code === 304 && 'Link' in headerMap(response[200]?.headers)) declare('Link');
       if (t.conditionalWrite && method.toUpperCase() === 'PUT' && code === 200) declare('ETag');
       response[status] = { ...entry, headers };
     }
