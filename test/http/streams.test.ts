@@ -543,6 +543,30 @@ describe('event streams after a time with none open', () => {
   });
 });
 
+describe('event streams when an admin deletes every user', () => {
+  const own = ownServer({ ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'root password' });
+
+  it('an anonymous stream hears of every public post as deleted, and of no followers-only one', async () => {
+    const { server } = own;
+    const admin = await signIn(server.url, 'root', 'root password');
+    const first = await signUp(server.url, 'wipe_first');
+    const second = await signUp(server.url, 'wipe_second');
+    await follow(server.url, first, second);
+    const anonymous = await openSse(server.url, '/posts');
+    const pub1 = await post(server.url, first, { visibility: 'public' });
+    await post(server.url, first, { visibility: 'followers' });
+    const pub2 = await post(server.url, second, { visibility: 'public' });
+    await anonymous.next(isPost('post.created', pub2.id));
+
+    const wiped = await request(server.url, 'DELETE', '/users', { token: admin.token });
+    expect(wiped.status).toBe(200);
+    expect(wiped.json()).toEqual({ deleted: 3 });
+    await anonymous.next(isPost('post.deleted', pub2.id), 10_000);
+    expect(postIds(anonymous, 'post.deleted')).toEqual([pub1.id, pub2.id]);
+    anonymous.close();
+  });
+});
+
 describe('event stream limits and shutdown', () => {
   const own = ownServer({ STREAM_MAX_PER_USER: '2', STREAM_MAX: '3' });
 

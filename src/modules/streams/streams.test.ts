@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
-import { signUp } from '../../../test/helpers/factories.js';
+import { createAdmin, signUp } from '../../../test/helpers/factories.js';
 
 /** The event log behind the live streams (CONTRACT §7): written with the post, only when the write commits. */
 describe('stream event log', () => {
@@ -44,6 +44,30 @@ describe('stream event log', () => {
       { post_id: ids[0], followers: undefined, followersIn: undefined },
       { post_id: ids[1], followers: [fan.id], followersIn: undefined },
       { post_id: ids[2], followers: undefined, followersIn: deleted[1]!.id },
+    ]);
+  });
+
+  it('every user deleted at once (DELETE /users): each post is deleted in the log, with its owner’s followers as they were', async () => {
+    const app = await buildTestApp();
+    const admin = await createAdmin(app);
+    const owner = await signUp(app);
+    const fan = await signUp(app);
+    expect((await call(app, 'POST', `/users/${owner.id}/followers`, { token: fan.token, body: { id: fan.id } })).statusCode).toBe(201);
+    const ids: number[] = [];
+    for (const [author, visibility] of [[owner, 'followers'], [fan, 'public'], [owner, 'followers']] as const) {
+      const res = await call(app, 'POST', `/users/${author.id}/posts`, { token: author.token, body: { title: 't', content: 'c', visibility } });
+      ids.push(res.json().id as number);
+    }
+    expect((await call(app, 'DELETE', '/users', { token: admin.token })).json()).toEqual({ deleted: 3 });
+    const deleted = await app.db.selectFrom('stream_events').select(['id', 'post_id', 'post']).where('kind', '=', 'deleted').orderBy('id').execute();
+    const stored = deleted.map((row) => {
+      const { followers, followersIn } = JSON.parse(row.post) as { followers?: number[]; followersIn?: number };
+      return { post_id: row.post_id, followers, followersIn };
+    });
+    expect(stored).toEqual([
+      { post_id: ids[0], followers: [fan.id], followersIn: undefined },
+      { post_id: ids[1], followers: [], followersIn: undefined },
+      { post_id: ids[2], followers: undefined, followersIn: deleted[0]!.id },
     ]);
   });
 

@@ -97,7 +97,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const caller = await app.auth.required(request);
       if (caller.role !== 'admin') throw AppError.forbidden('Only an admin may remove all users');
-      return { deleted: await deleteAllUsers(app.store) };
+      return { deleted: await deleteAllUsers(app.store, app.postChanges) };
     },
   );
 

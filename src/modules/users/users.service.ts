@@ -165,13 +165,37 @@ export async function deleteUser(
   });
 }
 
-/** Removes every user and, through the cascades, everything that is theirs. No counter survives to correct. */
-export async function deleteAllUsers(store: Store): Promise<number> {
-  return store.transaction(async ({ db }) => {
+/**
+ * Removes every user and, through the cascades, everything that is theirs. No counter survives to correct. Live
+ * streams hear of every post as deleted, as when one account is deleted, each with its owner's followers as they
+ * were; the posts are read in pages of `DELETED_POSTS_PAGE`, so no single read holds the whole table.
+ */
+export async function deleteAllUsers(store: Store, changes?: PostChanges): Promise<number> {
+  return store.transaction(async (tx) => {
+    const { db } = tx;
+    if (changes) {
+      const accounts = new Map<number, DeletedAccount & { followers: number[] }>();
+      const accountOf = (owner: number) => {
+        let account = accounts.get(owner);
+        if (!account) accounts.set(owner, (account = { followers: [] }));
+        return account;
+      };
+      for (const follow of await db.selectFrom('follows').select(['follower_id', 'followee_id']).orderBy('follower_id').execute()) {
+        accountOf(Number(follow.followee_id)).followers.push(Number(follow.follower_id));
+      }
+      for (let after = 0; ; ) {
+        const posts = await db.selectFrom('posts').select(POST_COLUMNS).where('posts.id', '>', after).orderBy('posts.id').limit(DELETED_POSTS_PAGE).execute();
+        for (const post of posts) await changes.record(tx, { kind: 'deleted', post, account: accountOf(Number(post.owner_id)) });
+        if (posts.length < DELETED_POSTS_PAGE) break;
+        after = Number(posts[posts.length - 1]!.id);
+      }
+    }
     const result = await db.deleteFrom('users').executeTakeFirst();
     return Number(result.numDeletedRows);
   });
 }
+
+const DELETED_POSTS_PAGE = 1000;
 
 /**
  * Makes sure an admin account exists. `corkboard create-admin` (`promote`) creates it or promotes the existing user
