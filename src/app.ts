@@ -136,9 +136,15 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(jsonBodyPlugin);
   // Before every route (and before Swagger UI's static files): it hooks each route as the route is declared.
   await app.register(compressionPlugin);
+  // A database that cannot be opened, migrated or read at start-up (missing, unreachable, not a database at all)
+  // stops start-up with a message that names the variable pointing at it (CONTRACT §5).
+  const startupFailure = (error: unknown): never => {
+    const variable = config.databaseDirectUrl && config.databaseDirectUrl !== config.databaseUrl ? 'DATABASE_URL or DATABASE_DIRECT_URL' : 'DATABASE_URL';
+    throw new Error(`${variable}: the database cannot be used: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  };
   const store =
     options.store ??
-    openStore(config.databaseUrl, {
+    tryOpen(() => openStore(config.databaseUrl, {
       poolMax: config.pgPoolMax,
       directUrl: config.databaseDirectUrl,
       preparedStatements: config.pgPreparedStatements,
@@ -146,8 +152,12 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
       groupCommit: config.sqliteGroupCommit,
       backgroundCheckpoint: config.sqliteBackgroundCheckpoint,
       onHookError: (error) => app.log.error({ err: error }, 'an after-commit hook or background database work failed'),
-    });
-  await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
+    }), startupFailure);
+  try {
+    await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
+  } catch (error) {
+    startupFailure(error);
+  }
   await app.register(securityPlugin);
   await app.register(conditionalPlugin);
   await app.register(metricsPlugin, { completions: accessLog });
@@ -161,4 +171,13 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(idempotencyPlugin);
   await app.register(modules);
   return app;
+}
+
+/** `open()`, or what `failed` makes of its error (openStore throws at once: SQLite opens its file synchronously). */
+function tryOpen<T>(open: () => T, failed: (error: unknown) => never): T {
+  try {
+    return open();
+  } catch (error) {
+    return failed(error);
+  }
 }

@@ -70,7 +70,10 @@ async function main(): Promise<void> {
     },
   );
 
-  await app.listen({ port: config.port, host: config.host });
+  await app.listen({ port: config.port, host: config.host }).catch((error: unknown) => {
+    // An address that does not resolve or is not this host's (HOST=256.0.0.1), or a port in use: name the variables.
+    throw new Error(`HOST/PORT: cannot listen on ${config.host}:${config.port}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  });
 }
 
 main().catch((error: unknown) => {

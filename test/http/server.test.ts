@@ -1,5 +1,7 @@
 import { migrations } from '../../src/db/migrations/index.js';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import http from 'node:http';
 import net from 'node:net';
 import { sql } from 'kysely';
@@ -289,6 +291,11 @@ describe(`one server process on a fresh ${backend} database`, () => {
 });
 
 describe('start-up with a bad configuration value', () => {
+  // A file that exists but is no SQLite database: the failure comes from SQLite's first statement, not from parsing.
+  const notADatabase = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'corkboard-config-')), 'notes.txt');
+  fs.writeFileSync(notADatabase, 'not a database\n'.repeat(400));
+  afterAll(() => fs.rmSync(path.dirname(notADatabase), { recursive: true, force: true }));
+
   // Each process exits on its own within a second or two; they run side by side.
   it.concurrent.for([
     ['PORT', 'abc'],
@@ -298,6 +305,10 @@ describe('start-up with a bad configuration value', () => {
     ['DATABASE_URL', 'postgres://postgres@127.0.0.1:notaport/x'],
     ['HOST', 'bad host'],
     ['ADMIN_USERNAME', 'bad-name'],
+    // Well-formed values that fail once used: the message still names the variable.
+    ['HOST', '256.0.0.1'],
+    ['DATABASE_URL', `sqlite:${notADatabase}`],
+    ['DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/corkboard_no_such_database'],
   ] as const)('%s=%s stops start-up with a non-zero exit and a message naming the variable', async ([variable, value], { expect }) => {
     const admin = { ADMIN_USERNAME: 'config_admin', ADMIN_PASSWORD: 'long enough password' };
     const result = await runUntilExit({ PORT: '0', DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'info', ...admin, [variable]: value });
