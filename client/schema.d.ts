@@ -1049,6 +1049,8 @@ export interface components {
         IfNoneMatch: string;
         /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
         IfMatch: string;
+        /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+        IfNoneMatchWrite: string;
         /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
         Origin: string;
         /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
@@ -2148,6 +2150,8 @@ export interface operations {
             header?: {
                 /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
             };
             path: {
                 /** @description The user id */
@@ -2253,7 +2257,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description If-Match names no current entity-tag of the resource: nothing changed */
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2354,6 +2358,8 @@ export interface operations {
             header?: {
                 /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
             };
             path: {
                 /** @description The user id */
@@ -2424,7 +2430,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description If-Match names no current entity-tag of the resource: nothing changed */
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3517,6 +3523,8 @@ export interface operations {
             header?: {
                 /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
             };
             path: {
                 /** @description The post id */
@@ -3607,7 +3615,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description If-Match names no current entity-tag of the resource: nothing changed */
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3708,6 +3716,8 @@ export interface operations {
             header?: {
                 /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
             };
             path: {
                 /** @description The post id */
@@ -3778,7 +3788,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description If-Match names no current entity-tag of the resource: nothing changed */
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6097,6 +6107,8 @@ export interface operations {
             header?: {
                 /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
             };
             path: {
                 /** @description The post id */
@@ -6189,7 +6201,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description If-Match names no current entity-tag of the resource: nothing changed */
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6290,6 +6302,8 @@ export interface operations {
             header?: {
                 /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
             };
             path: {
                 /** @description The post id */
@@ -6362,7 +6376,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description If-Match names no current entity-tag of the resource: nothing changed */
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7977,6 +7991,8 @@ export interface operations {
             header?: {
                 /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
             };
             path: {
                 /** @description The board id */
@@ -8067,7 +8083,7 @@ export interface operations {
                     "application/json": components["schemas"]["EnvelopeError"];
                 };
             };
-            /** @description If-Match names no current entity-tag of the resource: nothing changed */
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8168,6 +8184,8 @@ export interface operations {
             header?: {
                 /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
                 "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
             };
             path: {
                 /** @description The board id */
@@ -8238,7 +8256,7 @@ export interface operations {
                     "application/json": components["schemas"]["EnvelopeError"];
                 };
             };
-            /** @description If-Match names no current entity-tag of the resource: nothing changed */
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

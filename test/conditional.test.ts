@@ -330,6 +330,42 @@ describe('If-Match on PUT and DELETE', () => {
     expect(deleted.json()).toEqual({ code: '200', message: 'OK', data: 'deleted' });
   });
 
+  // RFC 9110 §13.1.2: If-None-Match on a write refuses it while a listed tag (weakly) or `*` matches what exists.
+  it.each([
+    ['a post', 'post'],
+    ['a reply', 'reply'],
+    ['a board', 'board'],
+  ])('If-None-Match on %s: * and the current tag (weak too) are 412 and nothing changes; a stale tag lets the write through', async (_case, kind) => {
+    const app = await buildTestApp();
+    const alice = await signUp(app);
+    const post = await publish(app, alice, 'hello');
+    const url =
+      kind === 'post'
+        ? `/posts/${post.id}`
+        : kind === 'reply'
+          ? `/posts/${post.id}/replies/${(await call(app, 'POST', `/posts/${post.id}/replies`, { token: alice.token, body: { content: 'c' } })).json().id}`
+          : `/boards/${(await call(app, 'POST', '/boards', { token: alice.token, body: { title: 't', content: 'c' } })).json().data.id}`;
+    const body = kind === 'post' ? { title: 'v2', content: 'v2', visibility: 'public' } : kind === 'reply' ? { content: 'v2' } : { title: 'v2', content: 'v2' };
+    const stored = () =>
+      kind === 'board'
+        ? app.db.selectFrom('boards').select('content').executeTakeFirst()
+        : kind === 'reply'
+          ? app.db.selectFrom('replies').select('content').executeTakeFirst()
+          : app.db.selectFrom('posts').select('content').executeTakeFirst();
+    const before = await stored();
+    const tag = (await call(app, 'GET', url, { token: alice.token })).headers.etag as string;
+    for (const value of ['*', tag, `W/${tag}`, `"other", ${tag}`]) {
+      const refused = await call(app, 'PUT', url, { token: alice.token, body, headers: { 'if-none-match': value } });
+      expect(refused.statusCode, value).toBe(412);
+      expect(refused.json().errors).toEqual([{ field: 'If-None-Match', message: 'matches the current entity-tag' }]);
+      expect((await call(app, 'DELETE', url, { token: alice.token, headers: { 'if-none-match': value } })).statusCode, value).toBe(412);
+    }
+    expect(await stored()).toEqual(before);
+    expect((await call(app, 'PUT', url, { token: alice.token, body, headers: { 'if-none-match': '"other"' } })).statusCode).toBe(200);
+    expect(await stored()).toEqual({ content: 'v2' });
+    expect((await call(app, 'PUT', url, { token: alice.token, body, headers: { 'if-none-match': 'nope' } })).statusCode).toBe(400);
+  });
+
   it('a write always changes the tag, even with the same body within one millisecond', async () => {
     const app = await buildTestApp();
     const alice = await signUp(app);

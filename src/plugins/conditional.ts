@@ -27,7 +27,8 @@ export function appendVary(reply: FastifyReply, name: string): void {
  * (plugins/compression.ts): the tag is the identity body's, the same for br, gzip and plain. When If-None-Match
  * matches, the answer becomes a 304 without a body, which the compressor passes through.
  *
- * PUT and DELETE: If-Match is parsed here and checked by the route inside its write transaction (shared/conditional.ts).
+ * PUT and DELETE: If-Match and If-None-Match are parsed here and checked by the route inside its write transaction
+ * (shared/conditional.ts).
  * A malformed If-Match or If-None-Match is a 400 before anything else, authentication included.
  */
 export default fp(
@@ -44,6 +45,8 @@ export default fp(
       } else if (method === 'PUT' || method === 'DELETE') {
         const value = headers['if-match'];
         if (value !== undefined) request.ifMatch = parseEntityTags(value, 'If-Match');
+        const none = headers['if-none-match'];
+        if (none !== undefined) request.ifNoneMatch = parseEntityTags(none, 'If-None-Match');
       }
       done();
     });

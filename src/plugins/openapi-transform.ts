@@ -49,6 +49,13 @@ const PARAMETERS: Record<string, JsonObject> = {
     description: 'Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes',
     schema: { type: 'string', pattern: ENTITY_TAGS, examples: ['"2c-x0aBc"'] },
   },
+  IfNoneMatchWrite: {
+    name: 'If-None-Match',
+    in: 'header',
+    required: false,
+    description: 'Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes',
+    schema: { type: 'string', pattern: ENTITY_TAGS, examples: ['"2c-x0aBc"'] },
+  },
   Origin: {
     name: 'Origin',
     in: 'header',
@@ -153,7 +160,7 @@ function operation(op: JsonObject, method: string, path: string): void {
 
   const headerParameters = [
     ...(traits.conditionalGet ? ['IfNoneMatch'] : []),
-    ...(traits.conditionalWrite ? ['IfMatch'] : []),
+    ...(traits.conditionalWrite ? ['IfMatch', 'IfNoneMatchWrite'] : []),
     ...(traits.idempotentCreate ? ['IdempotencyKey'] : []),
   ];
   if (headerParameters.length > 0) {

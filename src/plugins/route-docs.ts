@@ -167,7 +167,7 @@ function documentRoute(route: RouteOptions): void {
       add(409, running.charAt(0).toUpperCase() + running.slice(1));
       add(422, 'This Idempotency-Key was used with a different body');
     }
-    if (t.conditionalWrite) add(412, 'If-Match names no current entity-tag of the resource: nothing changed');
+    if (t.conditionalWrite) add(412, 'If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed');
     if (t.body) {
       add(413, 'Request body too large');
       add(415, 'Request body is not JSON in UTF-8 (Content-Type: application/json), or is sent with a Content-Encoding');

@@ -102,7 +102,7 @@ export function versionTags(context: string): (...version: ReadonlyArray<string 
  * representation, hence its tag, always changes, even when the new fields equal the old within one millisecond. Of
  * two writes carrying the same If-Match, the second then never matches.
  */
-export type Precondition = (db: Kysely<Database>) => Promise<string>;
+export type Precondition = (db: Kysely<Database>) => Promise<string | undefined>;
 
 /** Now as an ISO timestamp, but at least one millisecond after `previous` (ISO strings order as the times do). */
 export function updatedAfter(previous: string | undefined): string {
@@ -111,12 +111,13 @@ export function updatedAfter(previous: string | undefined): string {
 }
 
 /**
- * The If-Match precondition of a PUT or DELETE, or undefined when the request has none (the write is
- * unconditional, as before). `render` reads the current representation inside the transaction exactly as the
- * caller's GET would, and `tag` tags it as that GET does; when no listed tag matches by strong comparison, or the
- * caller can no longer see it (undefined: even `*` needs a current representation, RFC 9110 §13.1.1), the answer is
- * 412 and the transaction rolls back. A resource already missing before the transaction is the route's usual 404 or
- * 400.
+ * The If-Match and If-None-Match preconditions of a PUT or DELETE, or undefined when the request has neither (the
+ * write is unconditional, as before). `render` reads the current representation inside the transaction exactly as
+ * the caller's GET would, and `tag` tags it as that GET does. If-Match (CONTRACT §6.1): when no listed tag matches
+ * by strong comparison, or the caller can no longer see it (undefined: even `*` needs a current representation,
+ * RFC 9110 §13.1.1), the answer is 412. If-None-Match (RFC 9110 §13.1.2, evaluated after If-Match): when the
+ * representation exists and `*` or a listed tag matches it by weak comparison, the answer is 412. A 412 rolls the
+ * transaction back. A resource already missing before the transaction is the route's usual 404 or 400.
  */
 export function ifMatch<T>(
   request: FastifyRequest,
@@ -124,13 +125,19 @@ export function ifMatch<T>(
   render: (db: Kysely<Database>) => Promise<T | undefined>,
   updatedAt: (current: T) => string,
 ): Precondition | undefined {
-  const tags = request.ifMatch;
-  if (!tags) return undefined;
+  const { ifMatch: tags, ifNoneMatch: noneOf } = request;
+  if (!tags && !noneOf) return undefined;
   return async (db) => {
     const current = await render(db);
-    if (current === undefined || !strongMatch(tags, tag(current))) {
+    if (tags && (current === undefined || !strongMatch(tags, tag(current)))) {
       throw new AppError(412, 'If-Match names no current entity-tag of this resource; read it again', [
         { field: 'If-Match', message: 'matches no current entity-tag' },
+      ]);
+    }
+    if (current === undefined) return undefined;
+    if (noneOf && weakMatch(noneOf, tag(current))) {
+      throw new AppError(412, 'If-None-Match matches the current representation of this resource', [
+        { field: 'If-None-Match', message: 'matches the current entity-tag' },
       ]);
     }
     return updatedAt(current);
@@ -141,7 +148,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The parsed If-Match of a PUT or DELETE; null without one (see plugins/conditional.ts). */
     ifMatch: EntityTags | null;
-    /** The parsed If-None-Match of a GET or HEAD; null without one. */
+    /** The parsed If-None-Match of a GET, HEAD, PUT or DELETE; null without one. */
     ifNoneMatch: EntityTags | null;
   }
 }
