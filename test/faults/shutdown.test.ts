@@ -33,14 +33,20 @@ afterAll(async () => {
 const start = (graceMs = LONG_GRACE_MS) =>
   startServer({ databaseUrl: db.url, env: { SHUTDOWN_GRACE_MS: String(graceMs), REQUEST_TIMEOUT_MS: '20000', LOG_LEVEL: 'debug' } });
 
+/** A client that keeps sending a sign-up's body, a byte every 100 ms, once the server has the request in hand. */
+async function sendBodyForever(server: Awaited<ReturnType<typeof start>>) {
+  const socket = await connect(server.port);
+  const outcome = collect(socket, 20_000);
+  socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
+  const timer = setInterval(() => socket.writable && socket.write(' '), 100);
+  await server.waitForLog((line) => line.msg === 'incoming request');
+  return { outcome, timer };
+}
+
 describe('SIGTERM', () => {
   it('with a client still sending its body: cut off after the grace period, exit code 0', async () => {
     const server = await start(GRACE_MS);
-    const socket = await connect(server.port);
-    const outcome = collect(socket, 20_000);
-    socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
-    const timer = setInterval(() => socket.writable && socket.write(' '), 100);
-    await server.waitForLog((line) => line.msg === 'incoming request');
+    const { outcome, timer } = await sendBodyForever(server);
 
     const started = Date.now();
     const exit = await server.stop('SIGTERM', 15_000);
@@ -55,11 +61,7 @@ describe('SIGTERM', () => {
 
   it('a second SIGTERM cuts the grace period short: a client still sending is cut off at once, exit code 0', async () => {
     const server = await start();
-    const socket = await connect(server.port);
-    const outcome = collect(socket, 20_000);
-    socket.write('POST /users HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
-    const timer = setInterval(() => socket.writable && socket.write(' '), 100);
-    await server.waitForLog((line) => line.msg === 'incoming request');
+    const { outcome, timer } = await sendBodyForever(server);
 
     const started = Date.now();
     server.child.kill('SIGTERM');
