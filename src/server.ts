@@ -51,17 +51,19 @@ async function main(): Promise<void> {
         return;
       }
       bySignal = true;
-      app.log.info({ signal }, 'shutting down');
       // close-with-grace exits 1 on a second signal; a signal exits 0 here, always. A second SIGTERM or SIGINT (a
       // supervisor repeating itself, an impatient Ctrl-C) cuts the grace period short instead: the connections
-      // still open are closed now, and the database still closes before the exit.
+      // still open are closed now, and the database still closes before the exit. The new listener goes on before
+      // the old one comes off: with none left, Node closes its signal watcher and drops a signal already caught.
+      const hurry = (again: NodeJS.Signals) => {
+        app.log.warn({ signal: again }, SECOND_SIGNAL);
+        app.server.closeAllConnections();
+      };
       for (const name of ['SIGTERM', 'SIGINT'] as const) {
-        process.removeAllListeners(name);
-        process.on(name, (again: NodeJS.Signals) => {
-          app.log.warn({ signal: again }, SECOND_SIGNAL);
-          app.server.closeAllConnections();
-        });
+        process.on(name, hurry);
+        for (const listener of process.listeners(name)) if (listener !== hurry) process.removeListener(name, listener);
       }
+      app.log.info({ signal }, 'shutting down');
       try {
         await shutdown(app, config.shutdownGraceMs);
       } catch (error) {

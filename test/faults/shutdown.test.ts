@@ -60,7 +60,8 @@ describe('SIGTERM', () => {
   });
 
   it('a second SIGTERM cuts the grace period short: a client still sending is cut off at once, exit code 0', async () => {
-    const server = await start();
+    // A grace period far longer than the bound below, so that only the second signal can end the drain in time.
+    const server = await start(60_000);
     const { outcome, timer } = await sendBodyForever(server);
 
     const started = Date.now();
@@ -70,7 +71,7 @@ describe('SIGTERM', () => {
     const exit = await server.exited;
     clearInterval(timer);
     expect(exit).toEqual({ code: 0, signal: null });
-    expect(Date.now() - started).toBeLessThan(LONG_GRACE_MS / 2);
+    expect(Date.now() - started, JSON.stringify(server.logs().slice(-8))).toBeLessThan(20_000);
     expect((await outcome).ending).not.toBe('timeout');
     expect(server.logs().some((line) => line.msg === SECOND_SIGNAL)).toBe(true);
     expect(server.logs().some((line) => line.msg === GRACE_OVER)).toBe(false);
