@@ -100,7 +100,8 @@ export function versionTags(context: string): (...version: ReadonlyArray<string 
  * A check a service runs inside its write transaction, after locking the row and before changing it. It resolves to
  * the `updatedAt` of the representation it matched: a write stamps a later `updatedAt` (`updatedAfter`), so the
  * representation, hence its tag, always changes, even when the new fields equal the old within one millisecond. Of
- * two writes carrying the same If-Match, the second then never matches.
+ * two writes carrying the same If-Match, the second then never matches. Undefined when only If-None-Match was sent
+ * and no current representation was rendered: nothing matched, so the write goes on as it would without the header.
  */
 export type Precondition = (db: Kysely<Database>) => Promise<string | undefined>;
 
