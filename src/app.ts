@@ -136,27 +136,25 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(jsonBodyPlugin);
   // Before every route (and before Swagger UI's static files): it hooks each route as the route is declared.
   await app.register(compressionPlugin);
-  // A database that cannot be opened, migrated or read at start-up (missing, unreachable, not a database at all)
-  // stops start-up with a message that names the variable pointing at it (CONTRACT §5).
-  const startupFailure = (error: unknown): never => {
-    const variable = config.databaseDirectUrl && config.databaseDirectUrl !== config.databaseUrl ? 'DATABASE_URL or DATABASE_DIRECT_URL' : 'DATABASE_URL';
-    throw new Error(`${variable}: the database cannot be used: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
-  };
-  const store =
-    options.store ??
-    tryOpen(() => openStore(config.databaseUrl, {
-      poolMax: config.pgPoolMax,
-      directUrl: config.databaseDirectUrl,
-      preparedStatements: config.pgPreparedStatements,
-      statementTimeoutMs: config.dbStatementTimeoutMs,
-      groupCommit: config.sqliteGroupCommit,
-      backgroundCheckpoint: config.sqliteBackgroundCheckpoint,
-      onHookError: (error) => app.log.error({ err: error }, 'an after-commit hook or background database work failed'),
-    }), startupFailure);
+  // A database that cannot be opened (SQLite opens its file at once), migrated or read at start-up (missing,
+  // unreachable, not a database at all) stops start-up with a message that names the variable (CONTRACT §5).
+  let store: Store;
   try {
+    store =
+      options.store ??
+      openStore(config.databaseUrl, {
+        poolMax: config.pgPoolMax,
+        directUrl: config.databaseDirectUrl,
+        preparedStatements: config.pgPreparedStatements,
+        statementTimeoutMs: config.dbStatementTimeoutMs,
+        groupCommit: config.sqliteGroupCommit,
+        backgroundCheckpoint: config.sqliteBackgroundCheckpoint,
+        onHookError: (error) => app.log.error({ err: error }, 'an after-commit hook or background database work failed'),
+      });
     await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
   } catch (error) {
-    startupFailure(error);
+    const variable = config.databaseDirectUrl && config.databaseDirectUrl !== config.databaseUrl ? 'DATABASE_URL or DATABASE_DIRECT_URL' : 'DATABASE_URL';
+    throw new Error(`${variable}: the database cannot be used: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
   await app.register(securityPlugin);
   await app.register(conditionalPlugin);
@@ -171,13 +169,4 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(idempotencyPlugin);
   await app.register(modules);
   return app;
-}
-
-/** `open()`, or what `failed` makes of its error (openStore throws at once: SQLite opens its file synchronously). */
-function tryOpen<T>(open: () => T, failed: (error: unknown) => never): T {
-  try {
-    return open();
-  } catch (error) {
-    return failed(error);
-  }
 }

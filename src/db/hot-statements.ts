@@ -188,9 +188,10 @@ export async function keepAnswer(
   tx: Tx,
   row: Omit<IdempotencyKeyRow, 'id' | 'claim_token'> & { status: number; body: string },
 ): Promise<boolean> {
+  // In the order of KEEP_ANSWER_SQL's placeholders.
   const params = [
-    ...[row.caller_id, row.target, row.idempotency_key, row.fingerprint, row.started_at, row.expires_at],
-    ...[row.status, row.content_type, row.location, row.etag, row.body],
+    row.caller_id, row.target, row.idempotency_key, row.fingerprint, row.started_at, row.expires_at,
+    row.status, row.content_type, row.location, row.etag, row.body,
   ];
   return (await tx.query<{ id: number }>(KEEP_ANSWER, params)).length > 0;
 }

@@ -68,7 +68,10 @@ function forbiddenKeyProblem(text: string, error: Error): Error {
  * without a body too. An operation that takes no body has nothing to parse in an empty one: no body, whatever type
  * it claims, rather than malformed JSON or a 415.
  */
-const nothingToParse = (request: FastifyRequest, bytes: Buffer) => bytes.length === 0 && request.routeOptions.schema?.body === undefined;
+const nothingToParse = (request: FastifyRequest, bytes: Buffer) => bytes.length === 0 && takesNoBody(request);
+
+/** An operation declared without a body schema (a DELETE). */
+const takesNoBody = (request: FastifyRequest) => request.routeOptions.schema?.body === undefined;
 
 /**
  * An operation without a body schema (a DELETE) takes no fields: every field of a JSON body sent to it is unknown,
@@ -126,7 +129,7 @@ export default fp(
       const text = bytes.toString('utf8');
       void parseJson(request, text, (error, value) => {
         if (error) done(forbiddenKeyProblem(text, error), undefined);
-        else done(request.routeOptions.schema?.body === undefined ? fieldsNotTaken(value) : null, value);
+        else done(takesNoBody(request) ? fieldsNotTaken(value) : null, value);
       });
     });
     // Any other media type: a 415, unless there is nothing to parse.

@@ -168,7 +168,8 @@ export async function deleteUser(
 /**
  * Removes every user and, through the cascades, everything that is theirs. No counter survives to correct. Live
  * streams hear of every post as deleted, as when one account is deleted, each with its owner's followers as they
- * were; the posts are read in pages of `DELETED_POSTS_PAGE`, so no single read holds the whole table.
+ * were. Posts are read in pages of `DELETED_POSTS_PAGE`; each change is kept in memory until the commit, when the
+ * streams hear of it, so this is sized for an admin's reset, not for wiping millions of posts at once.
  */
 export async function deleteAllUsers(store: Store, changes?: PostChanges): Promise<number> {
   return store.transaction(async (tx) => {
