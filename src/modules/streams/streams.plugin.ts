@@ -36,9 +36,9 @@ export function negotiateStream(request: FastifyRequest, reply: FastifyReply): b
 }
 
 function wantsStream(request: FastifyRequest): boolean {
-  // GET only: a HEAD (which Fastify routes to the same handler) gets the JSON answer's headers, not a stream.
+  // A HEAD (which Fastify routes to the same handler) gets a stream's headers with no stream behind them.
   const accept = request.headers.accept;
-  if (request.method !== 'GET' || accept === undefined) return false;
+  if (accept === undefined) return false;
   const stream = quality(accept, 'text/event-stream');
   return stream !== undefined && stream > 0 && stream >= (quality(accept, 'application/json') ?? 0);
 }
@@ -82,6 +82,7 @@ export interface OpenStream {
 /**
  * Answers the request with a live stream: 200 `text/event-stream`, `Cache-Control: no-store`. Everything that
  * can refuse it (a malformed Last-Event-ID, the limits) does so before the stream opens, as an ordinary problem.
+ * A HEAD gets the same checks and headers, and no stream.
  */
 export async function openStream(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, open: OpenStream): Promise<FastifyReply> {
   const resumeFrom = lastEventId(request);
@@ -92,6 +93,7 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
   if (refused === 'user') {
     throw new AppError(429, `At most ${app.config.streamMaxPerUser} event streams per user`, undefined, { 'retry-after': RETRY_AFTER_SECONDS });
   }
+  if (request.method === 'HEAD') return streamHeaders(reply).send();
   const header = open.caller ? /^Bearer[ \t]+(\S+)/i.exec(request.headers.authorization ?? '') : null;
   const out = new PassThrough();
   const sub: Subscriber = {
@@ -108,13 +110,16 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
   reply.raw.once('close', () => app.streams.remove(sub));
   out.on('error', () => app.streams.remove(sub));
   await app.streams.add(sub, resumeFrom);
-  // Flush the headers and the retry line at once (proxies: X-Accel-Buffering asks nginx not to buffer).
+  return streamHeaders(reply).send(out);
+}
+
+/** A stream's 200 and headers; the retry line follows at once (X-Accel-Buffering asks nginx not to buffer). */
+function streamHeaders(reply: FastifyReply): FastifyReply {
   return reply
     .code(200)
     .header('content-type', 'text/event-stream')
     .header('cache-control', 'no-store')
-    .header('x-accel-buffering', 'no')
-    .send(out);
+    .header('x-accel-buffering', 'no');
 }
 
 /**

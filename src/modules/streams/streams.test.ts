@@ -109,13 +109,21 @@ describe('stream event log', () => {
     expect((await events(app)).map((e) => e.id)).toEqual([1, 2, 3]);
   });
 
-  it('answers JSON without Accept: text/event-stream, and a HEAD never opens a stream', async () => {
+  it('answers JSON without Accept: text/event-stream, and a HEAD gets a stream\'s headers without opening one', async () => {
     const app = await buildTestApp();
     const json = await call(app, 'GET', '/posts');
     expect(json.statusCode).toBe(200);
     expect(json.json()).toEqual([]);
+    const jsonHead = await call(app, 'HEAD', '/posts');
+    expect(jsonHead.headers['content-type']).toMatch(/^application\/json/);
     const head = await call(app, 'HEAD', '/posts', { headers: { accept: 'text/event-stream' } });
     expect(head.statusCode).toBe(200);
-    expect(head.headers['content-type']).toMatch(/^application\/json/);
+    expect(head.headers['content-type']).toBe('text/event-stream');
+    expect(head.headers['cache-control']).toBe('no-store');
+    expect(head.headers.etag).toBeUndefined();
+    expect(head.body).toBe('');
+    expect(app.streams.size).toBe(0);
+    const badResume = await call(app, 'HEAD', '/posts', { headers: { accept: 'text/event-stream', 'last-event-id': 'x' } });
+    expect(badResume.statusCode).toBe(400);
   });
 });
