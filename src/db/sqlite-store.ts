@@ -72,7 +72,7 @@ const PAGE_CACHE_KIB = 4096;
 export function createSqliteStore(location: string, options: StoreOptions = {}): Store {
   const temporary = location === ':memory:';
   const file = temporary ? path.join(os.tmpdir(), `corkboard-${randomBytes(8).toString('hex')}.db`) : location;
-  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  makeFolder(path.dirname(path.resolve(file)));
   const timeoutMs = options.statementTimeoutMs ?? 5000;
   const onHookError = options.onHookError ?? (() => {});
 
@@ -299,3 +299,14 @@ function withStatementCache(sqlite: SQLite.Database): { close(): void; prepare(t
 }
 
 const isBusy = (error: unknown) => String((error as { code?: unknown } | null)?.code).startsWith('SQLITE_BUSY');
+
+/**
+ * Creates `folder` and its missing parents, one level at a time: Node's `mkdirSync(…, { recursive: true })` retries
+ * forever where a parent exists but refuses new entries with ENOENT (under /proc), so a bad DATABASE_URL would hang
+ * start-up instead of stopping it with a message.
+ */
+function makeFolder(folder: string): void {
+  if (fs.existsSync(folder)) return;
+  makeFolder(path.dirname(folder));
+  fs.mkdirSync(folder);
+}

@@ -308,6 +308,9 @@ describe('start-up with a bad configuration value', () => {
     // Well-formed values that fail once used: the message still names the variable.
     ['HOST', '256.0.0.1'],
     ['DATABASE_URL', `sqlite:${notADatabase}`],
+    ['DATABASE_URL', `sqlite:${notADatabase}/under-a-file/x.db`],
+    // Node's recursive mkdir never returns for a folder under /proc (it retries ENOENT forever).
+    ['DATABASE_URL', 'sqlite:/proc/corkboard-no-such-folder/x.db'],
     ['DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/corkboard_no_such_database'],
   ] as const)('%s=%s stops start-up with a non-zero exit and a message naming the variable', async ([variable, value], { expect }) => {
     const admin = { ADMIN_USERNAME: 'config_admin', ADMIN_PASSWORD: 'long enough password' };
