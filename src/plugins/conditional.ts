@@ -7,8 +7,13 @@ import { entityTag, parseEntityTags, weakMatch } from '../shared/conditional.js'
  * `private` when the request carried a token, and vary on Authorization besides what is already named.
  */
 export function readCaching(request: FastifyRequest, reply: FastifyReply): void {
-  reply.header('cache-control', request.headers.authorization === undefined ? 'no-cache' : 'private, no-cache');
+  reply.header('cache-control', cacheControl(request));
   appendVary(reply, 'Authorization');
+}
+
+/** `no-cache`, and `private` too when the request carried a token (its answer may be the caller's own view). */
+export function cacheControl(request: FastifyRequest): string {
+  return request.headers.authorization === undefined ? 'no-cache' : 'private, no-cache';
 }
 
 /** Names one more request header the answer depends on, after those `Vary` names already. */

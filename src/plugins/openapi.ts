@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import { cacheControl } from './conditional.js';
 import { transformDocument } from './openapi-transform.js';
 
 /**
@@ -44,7 +45,15 @@ export default fp(
       },
       transformObject: (documentObject) => transformDocument('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject),
     });
-    await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
+    await app.register(async (docs) => {
+      // Swagger UI's assets come from @fastify/static, which says `public, max-age=0` and takes no option to change
+      // it; every GET answer says `no-cache` (CONTRACT §6.1), so this scope's hook says it after the asset's headers.
+      docs.addHook('onSend', (request, reply, payload, done) => {
+        if (reply.getHeader('cache-control') !== undefined) reply.header('cache-control', cacheControl(request));
+        done(null, payload);
+      });
+      await docs.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
+    });
   },
   { name: 'openapi' },
 );

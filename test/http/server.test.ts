@@ -234,6 +234,7 @@ describe(`one server process on a fresh ${backend} database`, () => {
       const res = await fetch(asset);
       await res.arrayBuffer();
       expect(res.status, asset.href).toBe(200);
+      expect(res.headers.get('cache-control'), asset.href).toBe('no-cache'); // not @fastify/static's own
     }
     // The page loads the document from next to itself, not from elsewhere.
     const spec = await request(server.url, 'GET', '/docs/json');
