@@ -46,6 +46,31 @@ describe('unknown query parameters', () => {
     },
   );
 
+  it.each([
+    ['/users?username=%FF', 'username'],
+    ['/users?username=ab%C3', 'username'],
+    ['/posts?limit=2&cursor=%E2%82', 'cursor'],
+    ['/users?%zz=1', '%zz'],
+  ])('GET %s: 400 naming %s, whose percent-encoding is not UTF-8', async (url, field) => {
+    const app = await buildTestApp();
+    const res = await app.inject({ method: 'GET', url });
+    expect(res.statusCode).toBe(400);
+    expect(res.headers['content-type']).toBe(PROBLEM);
+    expect(res.json().errors).toEqual([{ field, message: 'is not valid percent-encoded UTF-8' }]);
+  });
+
+  it('a valid escape is read as the text it encodes; under /boards the 400 is in the envelope', async () => {
+    const app = await buildTestApp();
+    const user = await signUp(app);
+    const escaped = [...user.username].map((c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`).join('');
+    const res = await app.inject({ method: 'GET', url: `/users?username=${escaped}` });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual([expect.objectContaining({ id: user.id })]);
+    const board = await app.inject({ method: 'GET', url: '/boards/list?start=%FF' });
+    expect(board.statusCode).toBe(400);
+    expect(board.json()).toMatchObject({ code: '400', data: null, errors: [{ field: 'start', message: 'is not valid percent-encoded UTF-8' }] });
+  });
+
   it('under /boards: 400 in the envelope', async () => {
     const app = await buildTestApp();
     const res = await app.inject({ method: 'GET', url: '/boards?password=hunter2' });

@@ -17,6 +17,7 @@ const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false }
  * - A request target in absolute form (`GET http://host/posts HTTP/1.1`) is refused with 400: Fastify would route
  *   its path but keep the whole target as `request.url`, which ends up in Link headers and `instance`. Proxies
  *   send that form; clients of an origin server send a path (RFC 9112 §3.2.1). `*` (OPTIONS) is left to routing.
+ * - A query parameter whose name or value is not valid percent-encoded UTF-8 is a 400 naming it.
  * - Two Host headers are a 400 (RFC 9112 §3.2: "more than one Host header line"); Node keeps only the first,
  *   so which host the request meant is ambiguous. No Host in an HTTP/1.1 request is a 400 too (§3.2: "lacks a
  *   Host header field"); Node's own check (`requireHostHeader`, off in app.ts) would answer it with an empty 400
@@ -67,6 +68,11 @@ function malformedTarget(request: FastifyRequest): AppError | undefined {
     overrideUrl(request, '/');
     return AppError.badRequest('target', 'must be a path (origin form), not an absolute URL');
   }
+  const query = raw.indexOf('?');
+  if (query !== -1 && raw.indexOf('%', query) !== -1) {
+    const badEscape = malformedEscape(raw.slice(query + 1));
+    if (badEscape !== undefined) return AppError.badRequest(badEscape, 'is not valid percent-encoded UTF-8');
+  }
   const headers = request.raw.rawHeaders;
   let hosts = 0;
   for (let i = 0; i < headers.length; i += 2) {
@@ -74,6 +80,23 @@ function malformedTarget(request: FastifyRequest): AppError | undefined {
     if (name.length === 4 && name.toLowerCase() === 'host' && ++hosts > 1) return AppError.badRequest('host', 'must be sent once');
   }
   if (hosts === 0 && request.raw.httpVersion === '1.1') return AppError.badRequest('host', 'is required in an HTTP/1.1 request');
+  return undefined;
+}
+
+/**
+ * The name (its first 100 characters) of the first query parameter whose name or value is not valid percent-encoded
+ * UTF-8, or undefined. The query parser keeps such an escape as literal text, so `?username=%FF` would search for
+ * the four characters `%FF`; a malformed path is a 400 (errors/framework.ts), and so is this.
+ */
+function malformedEscape(query: string): string | undefined {
+  for (const pair of query.split('&')) {
+    try {
+      decodeURIComponent(pair);
+    } catch {
+      const equals = pair.indexOf('=');
+      return (equals === -1 ? pair : pair.slice(0, equals)).slice(0, 100);
+    }
+  }
   return undefined;
 }
 
