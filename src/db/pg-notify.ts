@@ -13,6 +13,8 @@ export async function notifyInTransaction(db: Kysely<Database>, channel: string,
 }
 
 export interface Listener {
+  /** LISTEN is in place: notifications reach `onMessage`. False while (re)connecting. */
+  readonly connected: boolean;
   close(): Promise<void>;
 }
 
@@ -38,11 +40,13 @@ export function listen(options: ListenOptions): Listener {
   if (!IDENTIFIER.test(options.channel)) throw new Error(`not a plain channel name: ${options.channel}`);
   const retryMs = options.retryMs ?? 1000;
   let closed = false;
+  let connected = false;
   let client: pg.Client | undefined;
   let timer: NodeJS.Timeout | undefined;
 
   const reconnect = (error?: unknown) => {
     if (error !== undefined) options.onError?.(error);
+    connected = false;
     const dead = client;
     client = undefined;
     dead?.removeAllListeners();
@@ -74,6 +78,7 @@ export function listen(options: ListenOptions): Listener {
         await next.end();
         return;
       }
+      connected = true;
       options.onConnected?.();
     } catch (error) {
       if (client === next) reconnect(error);
@@ -82,8 +87,12 @@ export function listen(options: ListenOptions): Listener {
 
   void connect();
   return {
+    get connected() {
+      return connected;
+    },
     async close() {
       closed = true;
+      connected = false;
       if (timer) clearTimeout(timer);
       const last = client;
       client = undefined;

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordStreamEvent } from '../../src/modules/streams/events.js';
 import { backend } from '../helpers/database.js';
@@ -634,4 +635,28 @@ describe.skipIf(backend !== 'postgres').each(WAKEUPS)('event streams across two 
     }
     stream.close();
   });
+
+  it.runIf(env.REDIS_URL === undefined)('still within a second while the LISTEN connection is lost and reconnecting', async () => {
+    const author = await signUp(a.url, 'xp_lost_listen');
+    const stream = await openSse(b.url, '/posts');
+    await new Promise((r) => setTimeout(r, 300));
+    const handle = openDatabase(db.url);
+    try {
+      for (let i = 0; i < 3; i++) {
+        // Both processes' LISTEN sessions end (as on a failover or an idle-session timeout); each reconnects.
+        const { rows } = await sql<{ n: number }>`
+          select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
+          where datname = current_database() and query ilike 'listen %' and pid <> pg_backend_pid()`.execute(handle.db);
+        expect(rows[0]!.n).toBeGreaterThan(0);
+        const created = await post(a.url, author);
+        const committed = Date.now();
+        await stream.next(isPost('post.created', created.id), 1000);
+        expect(Date.now() - committed).toBeLessThan(1000);
+        await new Promise((r) => setTimeout(r, 1500)); // reconnected before the next round
+      }
+    } finally {
+      await handle.close();
+      stream.close();
+    }
+  }, 30_000);
 });

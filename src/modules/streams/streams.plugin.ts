@@ -21,10 +21,11 @@ declare module 'fastify' {
 const PURGE_EVERY_MS = 10 * 60_000;
 const RETRY_AFTER_SECONDS = '5';
 /**
- * While the Redis wake-up is not connected, how often the hub looks for other processes' events itself (CONTRACT
- * §7: delivery within 1 s of the commit, Redis or not). A look with no stream open costs nothing (see hub.ts).
+ * While the wake-up (Redis, or LISTEN on PostgreSQL) is not connected, how often the hub looks for other processes'
+ * events itself (CONTRACT §7: delivery within 1 s of the commit, even while the wake-up reconnects). A look with no
+ * stream open costs nothing (see hub.ts).
  */
-const REDIS_DOWN_POLL_MS = 250;
+const WAKEUP_DOWN_POLL_MS = 250;
 
 /**
  * Whether to answer with an event stream (CONTRACT §7): the client accepts `text/event-stream` (q > 0) at least as
@@ -156,7 +157,7 @@ export default fp(
     let listener: Listener | undefined;
     let wakeup: Wakeup | undefined;
     let purge: NodeJS.Timeout | undefined;
-    let redisDownPoll: NodeJS.Timeout | undefined;
+    let wakeupDownPoll: NodeJS.Timeout | undefined;
     app.addHook('onReady', async () => {
       await hub.start();
       const runPurge = () => {
@@ -169,6 +170,12 @@ export default fp(
     // Only a listening server hears other processes (an app built for inject() in a test has no peers).
     app.addHook('onListen', async () => {
       if (app.store.dialect !== 'postgres') return;
+      // Down (or not yet connected): the hub would hear of other processes' commits only through its 5 s safety
+      // poll. A poll rather than a second channel: where REDIS_URL is used, a session connection may not be at hand.
+      wakeupDownPoll = setInterval(() => {
+        if (!(wakeup ?? listener)?.connected) hub.kick();
+      }, WAKEUP_DOWN_POLL_MS);
+      wakeupDownPoll.unref();
       if (config.redisUrl !== undefined) {
         wakeup = redisWakeup({
           url: config.redisUrl,
@@ -177,12 +184,6 @@ export default fp(
           onConnected: () => hub.kick(),
           onError: (error) => app.log.warn({ err: error }, 'event stream Redis connection failed; polling the event log meanwhile'),
         });
-        // Redis down (or not yet connected): the hub would hear of other processes' commits only through its 5 s
-        // safety poll. A poll rather than LISTEN: where REDIS_URL is used, a session connection may not be at hand.
-        redisDownPoll = setInterval(() => {
-          if (!wakeup?.connected) hub.kick();
-        }, REDIS_DOWN_POLL_MS);
-        redisDownPoll.unref();
         return;
       }
       listener = listen({
@@ -197,7 +198,7 @@ export default fp(
     app.addHook('onClose', async () => {
       hub.closeAll();
       if (purge) clearInterval(purge);
-      if (redisDownPoll) clearInterval(redisDownPoll);
+      if (wakeupDownPoll) clearInterval(wakeupDownPoll);
       await listener?.close();
       await wakeup?.close();
     });
