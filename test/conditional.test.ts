@@ -217,6 +217,38 @@ describe('GET: ETag, Cache-Control, Vary, If-None-Match', () => {
   });
 });
 
+describe('201 of a create', () => {
+  it('carries the ETag a GET of its Location by the same caller shows, and a replay carries it again', async () => {
+    const app = await buildTestApp();
+    const alice = await signUp(app);
+    const bob = await signUp(app);
+    // Bob's view of himself counts his private post, everyone else's does not: a user's tag is the caller's.
+    await publish(app, bob, 'only mine', 'private');
+    const post = await publish(app, alice, 'hello');
+    const creates: Array<[string, string, unknown, string | undefined]> = [
+      ['sign-up', '/users', { username: 'carol_tags', password: 'long enough password' }, undefined],
+      ['post', `/users/${bob.id}/posts`, { title: 'new', content: 'new content' }, bob.token],
+      ['reply', `/posts/${post.id}/replies`, { content: 'a reply' }, bob.token],
+      ['recommend', `/posts/${post.id}/recommends`, { id: bob.id }, bob.token],
+      ['follow', `/users/${alice.id}/followers`, { id: bob.id }, bob.token],
+      ['board', '/boards', { title: 'notice', content: 'board content' }, bob.token],
+    ];
+    for (const [what, url, body, token] of creates) {
+      const headers = { 'idempotency-key': `tag-${what}` };
+      const created = await call(app, 'POST', url, { token, body, headers });
+      expect(created.statusCode, what).toBe(201);
+      expect(created.headers.etag, what).toMatch(STRONG_TAG);
+      const location = new URL(created.headers.location as string).pathname;
+      const read = await call(app, 'GET', location, token ? { token } : {});
+      expect(read.statusCode, what).toBe(200);
+      expect(read.headers.etag, what).toBe(created.headers.etag);
+      const replay = await call(app, 'POST', url, { token, body, headers });
+      expect(replay.headers['idempotent-replayed'], what).toBe('true');
+      expect(replay.headers.etag, what).toBe(created.headers.etag);
+    }
+  });
+});
+
 describe('If-Match on PUT and DELETE', () => {
   it('posts: the ETag a GET returns is accepted, a stale one is 412 and nothing changes; the PUT answers the new ETag', async () => {
     const app = await buildTestApp();

@@ -150,7 +150,9 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           content: request.body.content,
           now: new Date().toISOString(),
         });
-        await answer.keep(tx, app.links.url(`/boards/${row.id}`), created(toBoard(row)));
+        // The body is the 201 envelope; the ETag is the one GET /boards/{id} shows (its 200 envelope's).
+        const board = toBoard(row);
+        await answer.keep(tx, app.links.url(`/boards/${row.id}`), created(board), tagOf(reply, BoardEnvelope, ok(board)));
       });
       return answer.send();
     },

@@ -217,9 +217,10 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         throw AppError.forbidden('Only the user may publish posts as themself');
       }
       const answer = createdAnswer(request, reply);
-      const row = await createPost(app.store, app.postChanges, ownerId, request.body, (tx, post) =>
-        answer.keep(tx, app.links.url(`/posts/${post.id}`), toPost(post, app.links)),
-      );
+      const row = await createPost(app.store, app.postChanges, ownerId, request.body, (tx, post) => {
+        const shown = toPost(post, app.links);
+        return answer.keep(tx, app.links.url(`/posts/${post.id}`), shown, postTag(shown));
+      });
       if (!row) throw AppError.notFound('user');
       return answer.send();
     },

@@ -74,6 +74,7 @@ function expectSameAnswer(replayed: Response, first: Response): void {
   expect(replayed.body).toBe(first.body);
   expect(replayed.headers['content-type']).toBe(first.headers['content-type']);
   expect(replayed.headers.location).toBe(first.headers.location);
+  expect(replayed.headers.etag).toBe(first.headers.etag);
   expect(replayed.headers['idempotent-replayed']).toBe('true');
   expect(first.headers['idempotent-replayed']).toBeUndefined();
 }
@@ -101,7 +102,7 @@ describe('Idempotency-Key on sign-up', () => {
       status: 201,
       content_type: JSON_TYPE,
       location: first.headers.location,
-      etag: null,
+      etag: first.headers.etag,
       body: first.body,
     });
     // A keyed hash of the body (it holds a password), never the body itself.

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest, onSendAsyncHookHandler, preHandlerAsyncHookHandler, preValidationAsyncHookHandler } from 'fastify';
 import type { Store, Tx } from '../../db/store.js';
+import { entityTag } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { routeTraits } from '../route-docs.js';
 import { idempotencyKeys, type KeptAnswer, type KeyRow, type KeyScope } from './idempotency.repository.js';
@@ -100,11 +101,13 @@ const headerText = (reply: FastifyReply, name: string): string | undefined => {
 /** The answer to a create, built inside its transaction (see `createdAnswer`). */
 export interface CreatedAnswer {
   /**
-   * Call inside the create's transaction once the resource exists: sets 201 and `Location`, serializes `body`, and
-   * with an Idempotency-Key keeps that answer in the same transaction. When another process kept an answer for the
-   * key meanwhile, the create rolls back with a 409.
+   * Call inside the create's transaction once the resource exists: sets 201, `Location` and `ETag`, serializes
+   * `body`, and with an Idempotency-Key keeps that answer in the same transaction. When another process kept an
+   * answer for the key meanwhile, the create rolls back with a 409. The ETag is the one a GET of `location` by the
+   * same caller shows: `etag` when the route's GET tags otherwise, else a hash of the body sent, which is then the
+   * GET's body too.
    */
-  keep(tx: Tx, location: string, body: unknown): Promise<void>;
+  keep(tx: Tx, location: string, body: unknown, etag?: string): Promise<void>;
   /** Sends the answer kept by `keep` (after the transaction committed); the handler returns what this returns. */
   send(): FastifyReply;
 }
@@ -113,12 +116,13 @@ export interface CreatedAnswer {
 export function createdAnswer(request: FastifyRequest, reply: FastifyReply): CreatedAnswer {
   let payload: string | undefined;
   return {
-    async keep(tx, location, body) {
+    async keep(tx, location, body, etag) {
       reply.code(201).header('location', location).type(JSON_TYPE);
       // The route's own response serializer: the bytes kept are the bytes sent.
       const serialized = reply.serialize(body);
       if (typeof serialized !== 'string') throw new Error('the JSON serializer answered bytes, not text');
       payload = serialized;
+      reply.header('etag', etag ?? entityTag(serialized));
       const state = request.idempotency;
       if (!state?.running) return;
       const answer: KeptAnswer = { status: 201, contentType: JSON_TYPE, location, etag: headerText(reply, 'etag'), body: serialized };
