@@ -52,7 +52,7 @@ describe('the OpenAPI document', () => {
     expect(document.openapi).toBe('3.1.0');
   });
 
-  it('gives every operation an operationId, tags, a summary, and 500/429 responses (429 where rate-limited)', async () => {
+  it('gives every operation an operationId, tags, a summary, and 500/429 responses (429 where rate-limited, 408 where a body may be sent)', async () => {
     const document = await buildOpenApiDocument();
     const paths = document.paths as Record<string, Record<string, Operation>>;
     const ids = new Set<string>();
@@ -71,6 +71,8 @@ describe('the OpenAPI document', () => {
         // /health and /metrics are not rate-limited (probes and scrapers must always get through).
         if (!['GET /health', 'GET /metrics'].includes(where)) expect(statuses, where).toContain('429');
         else expect(statuses, where).not.toContain('429');
+        // A body that stalls on its way is a 408 (CONTRACT §5): any POST, PUT or DELETE may send one.
+        if (['post', 'put', 'delete'].includes(method)) expect(statuses, where).toContain('408');
       }
     }
   });

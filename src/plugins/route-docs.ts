@@ -168,6 +168,10 @@ function documentRoute(route: RouteOptions): void {
       add(422, 'This Idempotency-Key was used with a different body');
     }
     if (t.conditionalWrite) add(412, 'If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed');
+    // Any request that sends a body may stall while sending it (CONTRACT §5); errors/framework.ts answers it.
+    if (['POST', 'PUT', 'DELETE'].includes(method.toUpperCase())) {
+      add(408, 'The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed');
+    }
     if (t.body) {
       add(413, 'Request body too large');
       add(415, 'Request body is not JSON in UTF-8 (Content-Type: application/json), or is sent with a Content-Encoding');
