@@ -67,6 +67,26 @@ describe('rate-limit fields (draft-ietf-httpapi-ratelimit-headers-11)', () => {
     expect(parseRateLimit(other.headers.ratelimit).r).toBe(2);
   });
 
+  it('a route\'s own 400s are counted and carry the fields: a malformed header, query or body', async () => {
+    const app = await limited({ max: 10 });
+    const requests: Array<[InjectOptions['method'], string, Record<string, string>, unknown]> = [
+      ['GET', '/users', { 'if-none-match': 'abc' }, undefined],
+      ['PUT', '/posts/1', { 'if-match': 'abc' }, { title: 't', content: 'c', visibility: 'public' }],
+      ['GET', '/users?username=%FF', {}, undefined],
+      ['GET', '/users?bogus=1', {}, undefined],
+      ['POST', '/users', {}, { username: 'x' }],
+    ];
+    const remaining = [];
+    for (const [method, url, headers, body] of requests) {
+      const res = await app.inject({ method, url, headers, remoteAddress: '10.0.0.9', ...(body === undefined ? {} : { payload: body as InjectOptions['payload'] }) });
+      expect(res.statusCode, url).toBe(400);
+      expect(res.headers['ratelimit-policy'], url).toMatch(/^"(default|auth)";q=\d+;w=60$/);
+      remaining.push(parseRateLimit(res.headers.ratelimit).r);
+    }
+    // Sign-up draws on the auth policy; the others on the default one, one request each.
+    expect(remaining).toEqual([9, 8, 7, 6, 19]);
+  });
+
   it('sign-up, sign-in and password change share the auth policy, separate from the default one', async () => {
     const app = await limited({ max: 100, authMax: 3 });
     const created = await from(app, '10.0.1.1', 'POST', '/users', { username: 'carol', password: 'carol password 1' });
