@@ -106,13 +106,20 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     const { token, userId } = await signedUp(server, 'unreachable_user');
     const publish = (title: string) => request(server.url, 'POST', `/users/${userId}/posts`, { token, body: { title, content: title } });
     expect((await publish('before')).status).toBe(201);
+    // A stream open before the outage keeps the hub live: a resume must still read the log before it answers.
+    const open = await fetch(`${server.url}/posts`, { headers: { accept: 'text/event-stream' } });
+    expect(open.status).toBe(200);
 
     await proxy.down();
     const started = Date.now();
     expect503(await request(server.url, 'GET', '/posts?limit=5'));
     expect503(await publish('while down'));
     expect503(await request(server.url, 'GET', '/health'));
-    expect(Date.now() - started).toBeLessThan(3 * TIMEOUT_MS + 2000);
+    const resumed = await fetch(`${server.url}/posts`, { headers: { accept: 'text/event-stream', 'last-event-id': '1' }, signal: AbortSignal.timeout(15_000) });
+    expect(resumed.status).toBe(503);
+    expect(resumed.headers.get('retry-after')).toMatch(/^\d+$/);
+    await resumed.body?.cancel();
+    expect(Date.now() - started).toBeLessThan(4 * TIMEOUT_MS + 2000);
     const failed = await server.waitForLog((line) => line.msg === 'request failed');
     expect(JSON.stringify(failed)).toMatch(/ECONNREFUSED|Connection terminated/);
     expect(server.logs().some((line) => line.msg === 'request failed' && /ECONNREFUSED/.test(JSON.stringify(line)))).toBe(true);
@@ -124,6 +131,7 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     const titles = (await request(server.url, 'GET', `/users/${userId}/posts`)).json<{ title: string }[]>().map((p) => p.title);
     expect(titles).toEqual(['after', 'before']);
     expect(server.logs().filter((line) => Number(line.level) >= 50 && line.msg !== 'request failed')).toEqual([]);
+    await open.body?.cancel();
   });
 
   it('refusing connections (ALLOW_CONNECTIONS false): 503 with Retry-After and the server\'s reason logged, not 500; back once allowed', async () => {

@@ -123,6 +123,12 @@ function toEvent(row: StreamEventsTable): StreamEvent {
   };
 }
 
+/** The last event id handed out, and the oldest id still kept (undefined: none kept). */
+export interface LogBounds {
+  last: number;
+  oldest: number | undefined;
+}
+
 export function createEventsRepository(db: Kysely<Database>) {
   return {
     /** Up to `limit` events after `after`, in id (= commit) order, optionally no further than `upTo`. */
@@ -137,8 +143,7 @@ export function createEventsRepository(db: Kysely<Database>) {
       const row = await db.selectFrom('stream_events').selectAll().where('id', '=', id).executeTakeFirst();
       return row === undefined ? undefined : toEvent(row);
     },
-    /** The last id handed out, and the oldest id still kept (undefined: none kept). */
-    async bounds(): Promise<{ last: number; oldest: number | undefined }> {
+    async bounds(): Promise<LogBounds> {
       const position = await db.selectFrom('stream_position').select('last_id').where('id', '=', 1).executeTakeFirst();
       const oldest = await db.selectFrom('stream_events').select('id').orderBy('id').limit(1).executeTakeFirst();
       return { last: Number(position?.last_id ?? 0), oldest: oldest === undefined ? undefined : Number(oldest.id) };

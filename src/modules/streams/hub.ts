@@ -8,7 +8,7 @@ import type { Database, Role, Visibility } from '../../db/types.js';
 import type { Links } from '../../shared/links.js';
 import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
-import { createEventsRepository, type StreamEvent } from './events.js';
+import { createEventsRepository, type LogBounds, type StreamEvent } from './events.js';
 
 /**
  * A subscriber with more than this waiting for it (bytes written but not yet taken by the client, plus the events
@@ -205,19 +205,33 @@ export class StreamHub {
         this.remove(sub);
         throw error;
       }
+    } else if (lastEventId === undefined) {
+      this.place(sub, undefined);
     } else {
-      this.place(sub, lastEventId);
+      // A resume reads the log before the answer starts, so that with the database away the client hears a 503
+      // now rather than a stream that ends at once.
+      const bounds = this.events.bounds();
+      try {
+        await bounds;
+      } catch (error) {
+        this.remove(sub);
+        throw error;
+      }
+      this.place(sub, lastEventId, bounds);
     }
   }
 
-  /** Puts a new stream live at `position`, or, resuming, starts its catch-up from `lastEventId`. */
-  private place(sub: Subscriber, lastEventId: number | undefined): void {
+  /**
+   * Puts a new stream live at `position`, or, resuming, starts its catch-up from `lastEventId` (with the log's
+   * bounds when they were read already).
+   */
+  private place(sub: Subscriber, lastEventId: number | undefined, bounds?: Promise<LogBounds>): void {
     if (lastEventId === undefined) {
       sub.cursor = this.position;
       sub.live = true;
     } else {
       sub.cursor = lastEventId;
-      void this.catchUp(sub, true, this.position);
+      void this.catchUp(sub, bounds ?? this.events.bounds(), this.position);
     }
   }
 
@@ -342,13 +356,13 @@ export class StreamHub {
    * Last-Event-ID, which may be older than the oldest event kept (or unknown here): `event: reset` first.
    * `countedFrom`: the events after it count in `behind` (the pump adds those it passes from now on).
    */
-  private async catchUp(sub: Subscriber, resumed: boolean, countedFrom: number): Promise<void> {
+  private async catchUp(sub: Subscriber, resumed: Promise<LogBounds> | undefined, countedFrom: number): Promise<void> {
     sub.live = false;
     sub.countedFrom = countedFrom;
     sub.behind ??= 0;
     try {
       if (resumed) {
-        const { last, oldest } = await this.events.bounds();
+        const { last, oldest } = await resumed;
         let restart: number | undefined;
         if (sub.cursor > last) {
           // An id this database never handed out (another deployment's, or from before a restore): start afresh.
@@ -434,7 +448,7 @@ export class StreamHub {
         // The client has not taken what it was given: writing on would outrun it. It catches up from the log at
         // its own pace (this event included) and is live again once it has.
         sub.behind = event.size;
-        void this.catchUp(sub, false, sub.cursor);
+        void this.catchUp(sub, undefined, sub.cursor);
         continue;
       }
       sub.cursor = event.id;
