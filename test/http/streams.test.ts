@@ -346,7 +346,7 @@ describe('event streams', () => {
   }, 120_000);
 
   it('answers a malformed Last-Event-ID with 400 before opening the stream', async () => {
-    for (const bad of ['abc', '-1', '1.5', '007', '99999999999999999999']) {
+    for (const bad of ['abc', '-1', '1.5', '007', '9007199254740992', '99999999999999999999']) {
       const res = await sse(server.url, '/posts', { lastEventId: bad });
       await res.ended();
       expect(res.status).toBe(400);
@@ -390,11 +390,14 @@ describe('event streams', () => {
     expect(again.events.map((e) => e.event)).not.toContain('reset');
     again.close();
 
-    // An id this database never handed out is a reset too, to the newest id there is.
-    const unknown = await sse(server.url, '/posts', { lastEventId: '999999999' });
-    const reset = await unknown.next((e) => e.event === 'reset');
-    expect(Number(reset.id)).toBeGreaterThanOrEqual(Number(keptEvent.id));
-    unknown.close();
+    // An id this database never handed out is a reset too, to the newest id there is, up to the largest id there
+    // can be (2^53 - 1).
+    for (const never of ['999999999', '9007199254740991']) {
+      const unknown = await sse(server.url, '/posts', { lastEventId: never });
+      const reset = await unknown.next((e) => e.event === 'reset');
+      expect(Number(reset.id)).toBeGreaterThanOrEqual(Number(keptEvent.id));
+      unknown.close();
+    }
   });
 
   it('closes a stream within seconds once its token is revoked', async () => {

@@ -69,7 +69,9 @@ function lastEventId(request: FastifyRequest): number | undefined {
   const raw = request.headers['last-event-id'];
   if (raw === undefined) return undefined;
   const value = Array.isArray(raw) ? raw.join(',') : raw.trim();
-  if (!/^(0|[1-9][0-9]{0,14})$/.test(value)) throw AppError.badRequest('Last-Event-ID', 'must be the id of an event this stream sent');
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(value) || !Number.isSafeInteger(Number(value))) {
+    throw AppError.badRequest('Last-Event-ID', 'must be the id of an event this stream sent');
+  }
   return Number(value);
 }
 
