@@ -40,6 +40,13 @@ describe('POST /users/{user_id}/posts', () => {
     const blank = await call(app, 'POST', `/users/${owner.id}/posts`, { token: owner.token, body: { title: ' \t', content: 'x' } });
     expect(blank.statusCode).toBe(400);
     expect(blank.json().errors).toEqual([{ field: 'title', message: 'must not be blank, nor contain U+0000 or unpaired surrogates' }]);
+    // One problem per field: an empty title is empty, not also blank.
+    const empty = await call(app, 'POST', `/users/${owner.id}/posts`, { token: owner.token, body: { title: '', content: '' } });
+    expect(empty.statusCode).toBe(400);
+    expect(empty.json().errors).toEqual([
+      { field: 'title', message: 'must not be empty' },
+      { field: 'content', message: 'must not be empty' },
+    ]);
     expect((await postRows(app)).map((r) => r.content)).toEqual([' \n ']);
   });
 

@@ -42,9 +42,9 @@ function fieldError(error: AjvError, part: string | undefined): FieldError {
       if (!path && part === 'body') return { field: 'body', message: 'must be a JSON object' };
       return { field: path || part || 'request', message: `must be ${String(error.params.type)}` };
     case 'minLength':
-      return { field: path, message: `must be at least ${String(error.params.limit)} characters` };
+      return { field: path, message: error.params.limit === 1 ? 'must not be empty' : `must be at least ${String(error.params.limit)} characters` };
     case 'maxLength':
-      return { field: path, message: `must be at most ${String(error.params.limit)} characters` };
+      return { field: path, message: `must be at most ${String(error.params.limit)} character${error.params.limit === 1 ? '' : 's'}` };
     case 'pattern':
       return { field: path, message: PATTERN_MESSAGES[String(error.params.pattern)] ?? 'has an invalid format' };
     case 'format':
@@ -59,17 +59,19 @@ function fieldError(error: AjvError, part: string | undefined): FieldError {
   }
 }
 
-/** The distinct field problems, at most MAX_FIELD_ERRORS of them, with field names cut to a sane length. */
+/**
+ * One problem per field (the first Ajv reports: an empty title is "must not be empty", not that and "must not be
+ * blank" too), at most MAX_FIELD_ERRORS of them, with field names cut to a sane length.
+ */
 export function fieldErrors(validation: readonly AjvError[], part: string | undefined): { errors: FieldError[]; more: boolean } {
   const seen = new Set<string>();
   const errors: FieldError[] = [];
   for (const error of validation) {
     const e = fieldError(error, part);
     e.field = shorten(e.field);
-    const key = `${e.field}\u0001${e.message}`;
-    if (seen.has(key)) continue;
+    if (seen.has(e.field)) continue;
     if (errors.length === MAX_FIELD_ERRORS) return { errors, more: true };
-    seen.add(key);
+    seen.add(e.field);
     errors.push(e);
   }
   return { errors, more: false };
