@@ -157,9 +157,11 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     throw new Error(`${variable}: the database cannot be used: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
   await app.register(securityPlugin);
-  await app.register(conditionalPlugin);
   await app.register(metricsPlugin, { completions: accessLog });
+  // The rate limit's hook runs after the request id and CORS (a 429 carries them) and before every check of the
+  // request that follows (conditional headers), so that each answer of a limited route carries its fields.
   await app.register(rateLimitPlugin);
+  await app.register(conditionalPlugin);
   await app.register(openapiPlugin);
   // On every signed-in request: plain SQL (db/hot-statements.ts), the same statement as tokens.findCaller.
   await app.register(authPlugin, { findCaller: (hash) => findCallerByTokenHash(store, hash, new Date().toISOString()) });

@@ -34,7 +34,7 @@ export function appendVary(reply: FastifyReply, name: string): void {
  *
  * PUT and DELETE: If-Match and If-None-Match are parsed here and checked by the route inside its write transaction
  * (shared/conditional.ts).
- * A malformed If-Match or If-None-Match is a 400 before anything but the rate limit, authentication included.
+ * A malformed If-Match or If-None-Match is a 400 before anything else, authentication included.
  */
 export default fp(
   async (app) => {
@@ -42,16 +42,9 @@ export default fp(
     app.decorateRequest('ifNoneMatch', null);
 
     app.addHook('onRequest', (request, reply, done) => {
-      const { method } = request;
-      if (method === 'GET' || method === 'HEAD') readCaching(request, reply);
-      done();
-    });
-
-    // Parsed once the route's onRequest hooks have run, so that a 400 for a malformed header is counted by the rate
-    // limit and carries its fields, as every answer of a limited route does (CONTRACT §6.3).
-    app.addHook('preValidation', (request, _reply, done) => {
       const { method, headers } = request;
       if (method === 'GET' || method === 'HEAD') {
+        readCaching(request, reply);
         const value = headers['if-none-match'];
         if (value !== undefined) request.ifNoneMatch = parseEntityTags(value, 'If-None-Match');
       } else if (method === 'PUT' || method === 'DELETE') {

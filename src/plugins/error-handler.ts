@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { readCaching } from './conditional.js';
 import { normalize } from './errors/normalize.js';
 import { sendError } from './errors/reply.js';
 import { routeRefusal } from './errors/routing.js';
@@ -41,6 +42,8 @@ export default fp<{ arriving: ArrivingBodies }>(
       if ((error as { validationContext?: string }).validationContext === 'params' && routes.misrouted(request)) {
         return routes.refuse(request, reply);
       }
+      // Every answer to a GET says how to cache it (CONTRACT §6.1), a refusal before the conditional hook (a 429) too.
+      if ((request.method === 'GET' || request.method === 'HEAD') && !reply.hasHeader('cache-control')) readCaching(request, reply);
       const n = normalize(error instanceof Error ? error : new Error(String(error)));
       if (n.status >= 500) request.log.error({ err: error }, 'request failed');
       // The detail, not the field list: it is bounded (see normalize), so the line stays small whatever the body.

@@ -56,11 +56,6 @@ export default fp(
       request.log.info({ status: 400, detail: problem.message }, 'request rejected');
       void sendError(request, reply, { status: 400, detail: problem.message, errors: problem.errors });
     });
-
-    // After the route's onRequest hooks (the rate limit): a 400 of a route's own carries its fields.
-    app.addHook('preValidation', (request, _reply, done) => {
-      done(malformedQuery(request));
-    });
   },
   { name: 'http-hygiene' },
 );
@@ -73,6 +68,11 @@ function malformedTarget(request: FastifyRequest): AppError | undefined {
     overrideUrl(request, '/');
     return AppError.badRequest('target', 'must be a path (origin form), not an absolute URL');
   }
+  const query = raw.indexOf('?');
+  if (query !== -1 && raw.indexOf('%', query) !== -1) {
+    const badEscape = malformedEscape(raw.slice(query + 1));
+    if (badEscape !== undefined) return AppError.badRequest(badEscape, 'is not valid percent-encoded UTF-8');
+  }
   const headers = request.raw.rawHeaders;
   let hosts = 0;
   for (let i = 0; i < headers.length; i += 2) {
@@ -84,20 +84,17 @@ function malformedTarget(request: FastifyRequest): AppError | undefined {
 }
 
 /**
- * A 400 naming the first query parameter (its first 100 characters) whose name or value is not valid
- * percent-encoded UTF-8. The query parser keeps such an escape as literal text, so `?username=%FF` would search for
+ * The name (its first 100 characters) of the first query parameter whose name or value is not valid percent-encoded
+ * UTF-8, or undefined. The query parser keeps such an escape as literal text, so `?username=%FF` would search for
  * the four characters `%FF`; a malformed path is a 400 (errors/framework.ts), and so is this.
  */
-function malformedQuery(request: FastifyRequest): AppError | undefined {
-  const raw = request.raw.url ?? '';
-  const query = raw.indexOf('?');
-  if (query === -1 || raw.indexOf('%', query) === -1) return undefined;
-  for (const pair of raw.slice(query + 1).split('&')) {
+function malformedEscape(query: string): string | undefined {
+  for (const pair of query.split('&')) {
     try {
       decodeURIComponent(pair);
     } catch {
       const equals = pair.indexOf('=');
-      return AppError.badRequest((equals === -1 ? pair : pair.slice(0, equals)).slice(0, 100), 'is not valid percent-encoded UTF-8');
+      return (equals === -1 ? pair : pair.slice(0, equals)).slice(0, 100);
     }
   }
   return undefined;

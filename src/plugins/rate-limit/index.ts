@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin';
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import { AppError } from '../../shared/errors.js';
 import { memorySignInThrottle, redisSignInThrottle, UNTHROTTLED, type SignInThrottle } from './sign-in-throttle.js';
@@ -20,9 +20,6 @@ declare module 'fastify' {
     rateLimitPolicy?: 'auth';
   }
 }
-
-/** Marks a route's limiter, so that the HEAD copy of a GET route does not count the request twice. */
-const LIMITER = Symbol('corkboard.rateLimit.limiter');
 
 /** Response fields of the rate limits, for CORS (security.ts exposes them to browser scripts). */
 export const RATE_LIMIT_FIELDS = ['RateLimit-Policy', 'RateLimit'];
@@ -76,7 +73,7 @@ export default fp(
     // The plugin is registered in a scope of its own with `global: false`: it only lends its counters to the hooks
     // below and never adds limiters (with the older fields) to the service's routes itself.
     // Filled in by the scope below, which runs to completion before any route is added.
-    const policies = {} as Record<'default' | 'auth', onRequestHookHandler>;
+    const policies = {} as Record<'default' | 'auth', Limiter>;
     await app.register(async (scope) => {
       await scope.register(rateLimit, {
         global: false,
@@ -94,12 +91,16 @@ export default fp(
     });
 
     app.addHook('onRoute', (route) => {
-      const { rateLimit: exempt, rateLimitPolicy } = route.config ?? {};
-      if (exempt === false) return;
-      if (exempt !== undefined) throw new Error(`${route.method} ${route.url}: name a rate-limit policy with config.rateLimitPolicy`);
-      const hooks = [route.onRequest ?? []].flat();
-      if (hooks.some((hook) => LIMITER in hook)) return;
-      route.onRequest = [...hooks, policies[rateLimitPolicy ?? 'default']];
+      const exempt = route.config?.rateLimit;
+      if (exempt !== undefined && exempt !== false) throw new Error(`${route.method} ${route.url}: name a rate-limit policy with config.rateLimitPolicy`);
+    });
+    // An instance hook, registered before the conditional plugin's (app.ts): a request is counted before anything
+    // of its route can refuse it, so every answer of a limited route carries the fields, a malformed If-Match's
+    // 400 included. Requests no route takes (404, 405, preflights) were answered by earlier hooks.
+    app.addHook('onRequest', async (request, reply) => {
+      const { rateLimit: exempt, rateLimitPolicy } = request.routeOptions.config;
+      if (exempt === false || request.is404) return;
+      await policies[rateLimitPolicy ?? 'default'](request, reply);
     });
   },
   { name: 'rate-limit', dependencies: ['error-handler', 'metrics'] },
@@ -107,10 +108,12 @@ export default fp(
 
 type Count = ReturnType<FastifyInstance['createRateLimit']>;
 
-/** The route hook of one policy: counts the request, writes the fields, refuses it past the quota. */
-function limiter(name: string, max: number, windowMs: number, count: Count): onRequestHookHandler {
+type Limiter = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+/** One policy: counts the request, writes the fields, refuses it past the quota. */
+function limiter(name: string, max: number, windowMs: number, count: Count): Limiter {
   const policyField = `"${name}";q=${max};w=${Math.ceil(windowMs / 1000)}`;
-  const hook = async (request: FastifyRequest, reply: FastifyReply) => {
+  return async (request, reply) => {
     reply.header('ratelimit-policy', policyField);
     const counted = await count(request);
     // A live counter always has time left; none means the store failed and `skipOnError` let the request through.
@@ -120,5 +123,4 @@ function limiter(name: string, max: number, windowMs: number, count: Count): onR
     if (isExceeded) throw tooManyRequests(name, ttlInSeconds);
     reply.header('ratelimit', `"${name}";r=${remaining};t=${ttlInSeconds}`);
   };
-  return Object.assign(hook, { [LIMITER]: true }) as onRequestHookHandler;
 }
