@@ -67,6 +67,10 @@ describe('methods no route takes', () => {
     ['QUERY', '/boards/list', 405, undefined],
     ['QUERY', '/nope', 404, undefined],
     ['PATCH', '/posts/1', 405, 'application/json'],
+    // These reach PUT and DELETE /boards/:board_id: the body's type or JSON fails before the id would.
+    ['PUT', '/boards/list', 405, 'text/plain'],
+    ['PUT', '/boards/list', 405, 'application/json'],
+    ['DELETE', '/boards/list', 405, 'application/json'],
   ])('%s %s: %i, whatever the body (Content-Type %s)', async (method, url, status, type) => {
     const app = await buildTestApp();
     const res = await app.inject({

@@ -39,9 +39,9 @@ export default fp<{ arriving: ArrivingBodies }>(
     });
 
     app.setErrorHandler((error, request, reply) => {
-      if ((error as { validationContext?: string }).validationContext === 'params' && routes.misrouted(request)) {
-        return routes.refuse(request, reply);
-      }
+      // A path that reached a route with a parameter only because no route of its own takes this method
+      // (`PUT /boards/list`): 404 or 405, whichever check failed first (the id, or the body's type or JSON).
+      if (request.routeOptions.url?.includes(':') && routes.misrouted(request)) return routes.refuse(request, reply);
       // Every answer to a GET says how to cache it (CONTRACT §6.1), a refusal before the conditional hook (a 429) too.
       if ((request.method === 'GET' || request.method === 'HEAD') && !reply.hasHeader('cache-control')) readCaching(request, reply);
       const n = normalize(error instanceof Error ? error : new Error(String(error)));
