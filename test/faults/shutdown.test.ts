@@ -1,7 +1,11 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GRACE_OVER, SECOND_SIGNAL, e2eDatabase, killLeftovers, startServer, type E2eDatabase } from '../helpers/server-process.js';
+import { backend } from '../helpers/database.js';
 import { collect, connect, parseResponse } from './socket.js';
 
 /**
@@ -208,4 +212,51 @@ describe('SIGTERM under load', () => {
     expect(results.filter((r) => r.lostWrittenAt !== undefined && r.lostWrittenAt < signalledAt)).toEqual([]);
     expect(await server.exited).toEqual({ code: 0, signal: null });
   });
+});
+
+// What a supervisor does that runs the README's start command and signals only its main process (`docker stop`
+// with `CMD npm start`): the signal must reach the server, not only npm's shell. The start command's behaviour,
+// not the database's: run once, on the embedded default.
+describe.skipIf(backend !== 'sqlite')('SIGTERM to `npm start`', () => {
+  it('reaches the server: it shuts down cleanly, the port is free, the database closed, exit 0', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corkboard-npm-start-'));
+    const file = path.join(dir, 'db.sqlite');
+    // --ignore-scripts: `npm start` without `prestart`'s build (the suite runs on a build it must not rewrite).
+    const npm = spawn('npm', ['start', '--silent', '--ignore-scripts'], {
+      cwd: path.resolve(import.meta.dirname, '../..'),
+      env: { ...process.env, PORT: '0', DATABASE_URL: `sqlite:${file}`, LOG_LEVEL: 'info', RATE_LIMIT: 'off' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    const listening = new Promise<{ port: number; pid: number }>((resolve) => {
+      npm.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        out += chunk;
+        const line = out.split('\n').find((l) => l.includes('Server listening at'));
+        if (line) {
+          const parsed = JSON.parse(line) as { msg: string; pid: number };
+          resolve({ port: Number(/:(\d+)$/.exec(parsed.msg)![1]), pid: parsed.pid });
+        }
+      });
+    });
+    const exited = new Promise<number | null>((resolve) => npm.once('close', (code) => resolve(code)));
+    const { port, pid } = await listening;
+    try {
+      const health = await fetch(`http://127.0.0.1:${port}/health`);
+      expect(health.status).toBe(200);
+      npm.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(out).toContain('"msg":"shutting down"');
+      // The server itself is gone (not left running with npm gone), its database closed without a WAL.
+      expect(() => process.kill(pid, 0)).toThrow();
+      await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow();
+      expect(fs.existsSync(`${file}-wal`)).toBe(false);
+    } finally {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone, as it should be
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
