@@ -39,6 +39,15 @@ export default fp<{ arriving: ArrivingBodies }>(
     });
 
     app.setErrorHandler((error, request, reply) => {
+      // The body never fully arrived and its stream is gone: cut off by the 408 that framework.ts wrote on the
+      // socket, or the client hung up. No answer can be sent; the request's line says which (not an error: a
+      // client's, not the service's).
+      if (request.raw.destroyed && !request.raw.complete) {
+        const timedOut = arriving.timedOut(request);
+        request.log.info({ req: request, status: timedOut ? 408 : undefined, responseTime: reply.elapsedTime }, timedOut ? 'request timed out' : 'request abandoned by the client');
+        reply.hijack();
+        return;
+      }
       // A path that reached a route with a parameter only because no route of its own takes this method
       // (`PUT /boards/list`): 404 or 405, whichever check failed first (the id, or the body's type or JSON).
       if (request.routeOptions.url?.includes(':') && routes.misrouted(request)) return routes.refuse(request, reply);

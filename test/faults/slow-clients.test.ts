@@ -48,6 +48,25 @@ describe('slow senders', () => {
     // The timeout, Node's check interval (a quarter of it) and the linger before the socket is destroyed.
     expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
     expect(ms).toBeLessThan(TIMEOUT_MS * 4);
+    // The log tells the request's own story under the id the client saw: a 408 at info, not a failure of the
+    // service's, and no line for a request the client never sent.
+    const id = res.headers['x-request-id'];
+    const own = await server.waitForLog((line) => line.reqId === id && line.msg === 'request timed out');
+    expect(own).toMatchObject({ level: 30, status: 408, req: { method: 'POST', url: '/users' } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(server.logs().filter((line) => line.reqId === id && Number(line.level) >= 40)).toEqual([]);
+    expect(server.logs().filter((line) => line.code === 'HPE_INVALID_EOF_STATE')).toEqual([]);
+  });
+
+  it('a client that hangs up while sending its body: one info line for its request, no error and no answer', async () => {
+    const { socket } = await dribble(server.port, 100);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // well within the timeout, with a few bytes sent
+    socket.destroy();
+    const line = await server.waitForLog((l) => l.msg === 'request abandoned by the client');
+    expect(line).toMatchObject({ level: 30, req: { method: 'POST' } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(server.logs().filter((l) => l.reqId === line.reqId && Number(l.level) >= 40)).toEqual([]);
+    expect(server.logs().filter((l) => l.code === 'HPE_INVALID_EOF_STATE')).toEqual([]);
   });
 
   it.each([

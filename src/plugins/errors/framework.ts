@@ -47,18 +47,26 @@ export function hasBody(request: FastifyRequest): boolean {
 }
 
 /**
- * The path of the request whose body is still arriving on a connection, for the 408 that cuts it off: Node reports
- * that timeout with the socket only, and the bytes it read then are the body's, not the request line. Requests that
- * carry a body (to a POST, PUT or DELETE route) are recorded as their headers complete; the answer then names the
- * right `instance` and takes the envelope under /boards.
+ * The request whose body is still arriving on a connection, for the 408 that cuts it off: Node reports that timeout
+ * with the socket only, and the bytes it read then are the body's, not the request line. Requests that carry a body
+ * (to a POST, PUT or DELETE route) are recorded as their headers complete; the 408 then carries that request's id,
+ * names the right `instance` and takes the envelope under /boards, and the request's own end is logged as a 408.
  */
 export class ArrivingBodies {
-  private readonly paths = new WeakMap<object, string>();
+  private readonly requests = new WeakMap<object, { id: string; path: string; timedOut: boolean }>();
   remember(request: FastifyRequest): void {
-    this.paths.set(request.raw.socket, request.url.split('?')[0] ?? '/');
+    this.requests.set(request.raw.socket, { id: request.id, path: request.url.split('?')[0] ?? '/', timedOut: false });
   }
-  pathOn(socket: Duplex): string | undefined {
-    return this.paths.get(socket);
+  /** The request whose body was arriving on `socket`, now answered 408. */
+  timeOut(socket: Duplex): { id: string; path: string } | undefined {
+    const arriving = this.requests.get(socket);
+    if (arriving) arriving.timedOut = true;
+    return arriving;
+  }
+  /** Whether `request` was cut off by a 408 while its body arrived. */
+  timedOut(request: FastifyRequest): boolean {
+    const arriving = this.requests.get(request.raw.socket);
+    return arriving !== undefined && arriving.id === request.id && arriving.timedOut;
   }
 }
 
@@ -70,11 +78,22 @@ export class ArrivingBodies {
  * and the connection is closed (the stream cannot be trusted past the fault, and a slow sender must not keep its
  * socket). The target is taken from the request line when it can be read.
  */
-export function clientError(nextRequestId: () => string, arriving: ArrivingBodies) {
+export function clientError(nextRequestId: () => string, bodies: ArrivingBodies) {
   // `rawPacket` is the bytes read so far, when Node has them (Fastify's types describe it as a JSON-serialized Buffer).
   return function (this: FastifyInstance, error: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void {
-    if (error.code === 'ECONNRESET' || socket.destroyed) return;
-    const requestId = nextRequestId();
+    // Not writable: this connection was answered already (the 408 below ends it, and Node then reports the
+    // unfinished body as a parse error of a request the client never sent).
+    if (error.code === 'ECONNRESET' || socket.destroyed || !socket.writable) return;
+    // The client closed its side in the middle of a request: nobody waits for an answer. A request whose body was
+    // arriving logs its own end (error-handler.ts).
+    if (error.code === 'HPE_INVALID_EOF_STATE') {
+      socket.destroy();
+      return;
+    }
+    const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+    // A request whose body was arriving is a request of Fastify's already: its 408 carries that request's id.
+    const arriving = status === 408 ? bodies.timeOut(socket) : undefined;
+    const requestId = arriving?.id ?? nextRequestId();
     const raw = Buffer.isBuffer(error.rawPacket) ? error.rawPacket.toString('latin1', 0, 2048) : '';
     const line = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\/[\x21-\x7e]*) HTTP\/1\.[01]\r?\n/.exec(raw);
     const target = line?.[2]?.split('?')[0];
@@ -84,11 +103,10 @@ export function clientError(nextRequestId: () => string, arriving: ArrivingBodie
       refuseMethod(this, socket, line[1], target, requestId);
       return;
     }
-    const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
     const detail =
       status === 408 ? 'The request did not arrive in time' : status === 431 ? 'The request headers are too large' : 'The request is not well-formed HTTP';
     // No request line in what was read: the headers had arrived and the body had not.
-    const path = target ?? (status === 408 ? arriving.pathOn(socket) : undefined) ?? '/';
+    const path = target ?? arriving?.path ?? '/';
     this.log.info({ reqId: requestId, status, code: error.code, detail }, 'request rejected');
     // A request that timed out while its body was arriving is already a request of Fastify's: its answer has not
     // begun, so the raw answer is the only one the client gets.
