@@ -81,4 +81,18 @@ export class AccessLog extends LogController {
     if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
     else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
   }
+
+  /**
+   * A streamed answer (an event stream) that the client closed before it ended never completes, so Fastify reports
+   * it here alone: it gets its access line and its observation too, marked as closed by the client.
+   */
+  override streamError(error: Error & { code?: string }, request: FastifyRequest, reply: FastifyReply): void {
+    if (error.code !== 'ERR_STREAM_PREMATURE_CLOSE') {
+      super.streamError(error, request, reply);
+      return;
+    }
+    for (const observer of this.observers) observer(request, reply);
+    if (this.isLogDisabled(request)) return;
+    reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime, closedByClient: true }, 'request completed');
+  }
 }

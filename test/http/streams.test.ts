@@ -345,6 +345,18 @@ describe('event streams', () => {
     reader.close();
   }, 120_000);
 
+  it('a stream the client closes gets its access line, with the request, like every request', async () => {
+    const before = await metric(server.url, 'corkboard_http_request_duration_seconds_count{method="GET",route="/posts",status_code="200"}');
+    const stream = await sse(server.url, '/posts');
+    stream.close();
+    const line = await server.waitForLog((l) => l.msg === 'request completed' && l.closedByClient === true);
+    expect(line).toMatchObject({ level: 30, req: { method: 'GET', url: '/posts' }, res: { statusCode: 200 } });
+    expect(line.responseTime).toEqual(expect.any(Number));
+    expect(server.logs().filter((l) => l.msg === 'stream closed prematurely')).toEqual([]);
+    const after = await metric(server.url, 'corkboard_http_request_duration_seconds_count{method="GET",route="/posts",status_code="200"}');
+    expect(after).toBeGreaterThan(before);
+  });
+
   it('answers a malformed Last-Event-ID with 400 before opening the stream', async () => {
     for (const bad of ['abc', '-1', '1.5', '007', '9007199254740992', '99999999999999999999']) {
       const res = await sse(server.url, '/posts', { lastEventId: bad });
