@@ -22,6 +22,16 @@ describe('loadConfig PUBLIC_URL', () => {
   );
 });
 
+describe('loadConfig messages', () => {
+  it.each([
+    ['LOG_LEVEL', 'loud', 'LOG_LEVEL: must be one of: fatal, error, warn, info, debug, trace, silent'],
+    ['DATABASE_URL', 'mysql://x', 'DATABASE_URL: must be sqlite:<file> or postgres://user:password@host:5432/database'],
+    ['PUBLIC_URL', 'ftp://x', 'PUBLIC_URL: must be an absolute http or https URL of plain URL characters, such as https://api.example.com'],
+  ])('%s=%s says what the value must be, not a pattern', (name, value, message) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(message);
+  });
+});
+
 describe('loadConfig REDIS_URL and REDIS_KEY_PREFIX', () => {
   it('leaves Redis off by default, with the corkboard: key prefix', () => {
     const config = loadConfig({});

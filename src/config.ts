@@ -183,6 +183,15 @@ const VARIABLES: Record<string, string> = {
   '/streamRetentionSeconds': 'STREAM_RETENTION_SECONDS',
 };
 
+/** What a value that is not one of a few choices, or of a format, must be: for the operator, not a pattern. */
+const FORMATS: Record<string, string> = {
+  LOG_LEVEL: 'must be one of: fatal, error, warn, info, debug, trace, silent',
+  DATABASE_URL: 'must be sqlite:<file> or postgres://user:password@host:5432/database',
+  DATABASE_DIRECT_URL: 'must be postgres://user:password@host:5432/database',
+  PUBLIC_URL: 'must be an absolute http or https URL of plain URL characters, such as https://api.example.com',
+  REDIS_KEY_PREFIX: 'must be at most 64 of A-Z a-z 0-9 : . _ -',
+};
+
 export function loadConfig(env: Env = process.env): Readonly<Config> {
   const port = integer(env, 'PORT', 3000);
   const adminUsername = env.ADMIN_USERNAME || undefined;
@@ -244,7 +253,7 @@ export function parseConfig(candidate: unknown): Config {
   const first = Value.Errors(ConfigSchema, candidate)[0];
   if (first) {
     const variable = VARIABLES[first.instancePath] ?? (first.instancePath || 'config');
-    throw new ConfigError(variable, first.message);
+    throw new ConfigError(variable, FORMATS[variable] ?? first.message);
   }
   return candidate as Config;
 }
