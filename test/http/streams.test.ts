@@ -348,9 +348,10 @@ describe('event streams', () => {
   it('a stream the client closes gets its access line, with the request, like every request', async () => {
     const before = await metric(server.url, 'corkboard_http_request_duration_seconds_count{method="GET",route="/posts",status_code="200"}');
     const stream = await sse(server.url, '/posts');
+    const id = stream.headers['x-request-id'];
     stream.close();
-    const line = await server.waitForLog((l) => l.msg === 'request completed' && l.closedByClient === true);
-    expect(line).toMatchObject({ level: 30, req: { method: 'GET', url: '/posts' }, res: { statusCode: 200 } });
+    const line = await server.waitForLog((l) => l.reqId === id && l.msg === 'request completed');
+    expect(line).toMatchObject({ level: 30, closedByClient: true, req: { method: 'GET', url: '/posts' }, res: { statusCode: 200 } });
     expect(line.responseTime).toEqual(expect.any(Number));
     expect(server.logs().filter((l) => l.msg === 'stream closed prematurely')).toEqual([]);
     const after = await metric(server.url, 'corkboard_http_request_duration_seconds_count{method="GET",route="/posts",status_code="200"}');
