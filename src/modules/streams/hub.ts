@@ -190,34 +190,28 @@ export class StreamHub {
     if (sub.caller) this.perUser.set(sub.caller.id, (this.perUser.get(sub.caller.id) ?? 0) + 1);
     this.openGauge.set(this.subscribers.size);
     this.write(sub, `retry: ${RETRY_MS}\n\n`);
-    if (this.idle) {
-      // `position` may be far behind: the pump first moves it to the end of the log, then places the stream (a
-      // catch-up would otherwise go live at the old position and miss what lies between). The answer starts only
-      // then (openStream awaits this), so a post the client writes once it sees the stream open is delivered.
-      try {
+    try {
+      if (this.idle) {
+        // `position` may be far behind: the pump first moves it to the end of the log, then places the stream (a
+        // catch-up would otherwise go live at the old position and miss what lies between). The answer starts only
+        // then (openStream awaits this), so a post the client writes once it sees the stream open is delivered.
         await new Promise<void>((resolve, reject) => {
           this.joining.set(sub, { resumeFrom: lastEventId, joined: resolve, failed: reject });
           this.kick();
         });
-      } catch (error) {
-        // The log could not be read (the database is away): the stream does not open, and the client hears so now
-        // (a 503 for a database that is unavailable) instead of waiting for as long as the database is away.
-        this.remove(sub);
-        throw error;
-      }
-    } else if (lastEventId === undefined) {
-      this.place(sub, undefined);
-    } else {
-      // A resume reads the log before the answer starts, so that with the database away the client hears a 503
-      // now rather than a stream that ends at once.
-      const bounds = this.events.bounds();
-      try {
+      } else if (lastEventId === undefined) {
+        this.place(sub, undefined);
+      } else {
+        // A resume reads the log before the answer starts.
+        const bounds = this.events.bounds();
         await bounds;
-      } catch (error) {
-        this.remove(sub);
-        throw error;
+        this.place(sub, lastEventId, bounds);
       }
-      this.place(sub, lastEventId, bounds);
+    } catch (error) {
+      // The log could not be read (the database is away): the stream does not open, and the client hears so now
+      // (a 503 for a database that is unavailable) instead of waiting, or of a stream that ends at once.
+      this.remove(sub);
+      throw error;
     }
   }
 
