@@ -4,6 +4,9 @@ import { Value } from 'typebox/value';
 import { URL_CHARACTER_CLASS } from './shared/links.js';
 import { USERNAME_PATTERN } from './shared/schemas.js';
 
+/** pino's levels, `silent` included. */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
 /**
  * The whole configuration, read from the environment in this one place (CONTRACT §5).
  * Every value is validated at start-up; a bad one stops the process with a message that names the variable.
@@ -39,7 +42,7 @@ export const ConfigSchema = Type.Object({
     authMax: Type.Integer({ minimum: 1 }),
     windowMs: Type.Integer({ minimum: 1000 }),
   }),
-  logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
+  logLevel: Type.Union(LOG_LEVELS.map((l) => Type.Literal(l))),
   tokenTtlSeconds: Type.Integer({ minimum: 60 }),
   /** How long the answer to a create sent with an Idempotency-Key is kept for replay (CONTRACT §6.2); at most 30 days. */
   idempotencyTtlSeconds: Type.Integer({ minimum: 1, maximum: 2_592_000 }),
@@ -185,7 +188,7 @@ const VARIABLES: Record<string, string> = {
 
 /** What a value that is not one of a few choices, or of a format, must be: for the operator, not a pattern. */
 const FORMATS: Record<string, string> = {
-  LOG_LEVEL: 'must be one of: fatal, error, warn, info, debug, trace, silent',
+  LOG_LEVEL: `must be one of: ${LOG_LEVELS.join(', ')}`,
   DATABASE_URL: 'must be sqlite:<file> or postgres://user:password@host:5432/database',
   DATABASE_DIRECT_URL: 'must be postgres://user:password@host:5432/database',
   PUBLIC_URL: 'must be an absolute http or https URL of plain URL characters, such as https://api.example.com',
