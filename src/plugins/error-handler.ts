@@ -4,10 +4,10 @@ import { readCaching } from './conditional.js';
 import { normalize } from './errors/normalize.js';
 import { sendError } from './errors/reply.js';
 import { routeRefusal } from './errors/routing.js';
-import { hasBody, type ArrivingBodies } from './errors/framework.js';
+import { BODY_METHODS, hasBody, type ArrivingBodies } from './errors/framework.js';
 
 export { isBoardRequest, sendError } from './errors/reply.js';
-export { ArrivingBodies, clientError, connectRequest, frameworkError } from './errors/framework.js';
+export { ArrivingBodies, BODY_METHODS, clientError, connectRequest, frameworkError } from './errors/framework.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -33,7 +33,7 @@ export default fp<{ arriving: ArrivingBodies }>(
     app.addHook('onRoute', (route) => {
       routes.record(route);
       // Requests that send a body note their path, for a 408 while the body arrives (errors/framework.ts).
-      if ([route.method].flat().some((method) => method === 'POST' || method === 'PUT' || method === 'DELETE')) {
+      if ([route.method].flat().some((method) => BODY_METHODS.has(method))) {
         route.onRequest = [...[route.onRequest ?? []].flat(), rememberPath];
       }
     });

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import type { RouteOptions } from 'fastify';
 import { EnvelopeErrorSchema, ProblemSchema } from '../shared/schemas.js';
-import { isBoardRequest } from './error-handler.js';
+import { BODY_METHODS, isBoardRequest } from './error-handler.js';
 
 /**
  * What the OpenAPI document says about each operation beyond its own route schema: the error statuses every route
@@ -169,7 +169,7 @@ function documentRoute(route: RouteOptions): void {
     }
     if (t.conditionalWrite) add(412, 'If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed');
     // Any request that sends a body may stall while sending it (CONTRACT §5); errors/framework.ts answers it.
-    if (['POST', 'PUT', 'DELETE'].includes(method.toUpperCase())) {
+    if (BODY_METHODS.has(method.toUpperCase())) {
       add(408, 'The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed');
     }
     if (t.body) {

@@ -40,6 +40,9 @@ export function earlyAnswerHeaders(request: FastifyRequest, reply: FastifyReply)
   if (request.method === 'GET' || request.method === 'HEAD') readCaching(request, reply);
 }
 
+/** The methods of the routes that may be sent a body: what a slow one gets (a 408) is theirs to document. */
+export const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'DELETE']);
+
 /** Whether a request announces a body (RFC 9112 §6.3: a Transfer-Encoding, or a Content-Length above 0). */
 export function hasBody(request: FastifyRequest): boolean {
   const { headers } = request;

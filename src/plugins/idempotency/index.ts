@@ -122,10 +122,11 @@ export function createdAnswer(request: FastifyRequest, reply: FastifyReply): Cre
       const serialized = reply.serialize(body);
       if (typeof serialized !== 'string') throw new Error('the JSON serializer answered bytes, not text');
       payload = serialized;
-      reply.header('etag', etag ?? entityTag(serialized));
+      const tag = etag ?? entityTag(serialized);
+      reply.header('etag', tag);
       const state = request.idempotency;
       if (!state?.running) return;
-      const answer: KeptAnswer = { status: 201, contentType: JSON_TYPE, location, etag: headerText(reply, 'etag'), body: serialized };
+      const answer: KeptAnswer = { status: 201, contentType: JSON_TYPE, location, etag: tag, body: serialized };
       const expiresAt = iso(Date.now() + request.server.config.idempotencyTtlSeconds * 1000);
       const { scope, startedAt } = state.running;
       if (!(await idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, expiresAt))) {
