@@ -10,7 +10,7 @@ import { createCursorCodec } from '../src/shared/pagination.js';
 import { generateDataset } from './lib/dataset.js';
 import { CALLGRIND_ENV, callgrindPrefix, countInstructions, instructionMarkdown, instructionResults, type InstructionCount } from './lib/instructions.js';
 import { runLoad, type LoadResult, type LoadTool, type RequestSpec } from './lib/load.js';
-import { freePort, run, startServer, warmPageCache, which, type ServerProcess } from './lib/process.js';
+import { freePort, npmStartCommand, run, startServer, warmPageCache, which, type ServerProcess } from './lib/process.js';
 import { addRatios, evaluate, markdown, mergeSlices, summarise, textTable, type Report, type ScenarioResult } from './lib/report.js';
 import { RSS_LIMIT_MB, scenarios as allScenarios, targets, type Backend, type Scenario } from './lib/scenarios.js';
 import { INVARIANTS, seedPostgres, seedSqlite, type SeedResult } from './lib/seed.js';
@@ -334,7 +334,7 @@ async function main(): Promise<void> {
     // ---- servers ----
     const profileDir = path.join(root, 'bench/.work/profiles');
     if (args.profile) fs.mkdirSync(profileDir, { recursive: true });
-    const [node = 'node', ...nodeArgs] = startCommand();
+    const [node = 'node', ...nodeArgs] = npmStartCommand();
     // With --instructions every server runs under callgrind, counting nothing until a scenario is measured.
     const under = instructions ? callgrindPrefix(work) : [];
     const underEnv = instructions ? CALLGRIND_ENV : {};
@@ -714,14 +714,6 @@ async function reusableSeed(file: string, data: ReturnType<typeof generateDatase
   fs.copyFileSync(file, cached);
   fs.writeFileSync(sidecar, JSON.stringify({ ...result, seededAt: new Date().toISOString() }));
   return result;
-}
-
-/** The server is started exactly as `npm start` runs it (its Node flags included), minus npm itself. */
-function startCommand(): string[] {
-  const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8')) as { scripts?: Record<string, string> };
-  const words = (pkg.scripts?.start ?? '').trim().split(/\s+/);
-  if (words[0] !== 'node' || words.length < 2) throw new Error(`npm start is not "node …": ${pkg.scripts?.start ?? '(none)'}`);
-  return words;
 }
 
 /** One request before any load: the scenario must answer with its expected status (and a full page). */

@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { runLoad, type LoadResult, type LoadTool } from './lib/load.js';
-import { freePort, run, startServer, which, type ServerProcess } from './lib/process.js';
+import { freePort, npmStartCommand, run, startServer, which, type ServerProcess } from './lib/process.js';
 import type { FanoutJob, FanoutResult, OpenJob, OpenResult, Percentiles, SeedJob, Seeded } from './lib/stream-client.js';
 import { int } from './lib/args.js';
 
@@ -114,9 +114,7 @@ function fileLimit(wanted: number): string[] {
 
 /** The node flags of `npm start` (heap sizing), so the server runs as it is deployed. */
 function startFlags(): string[] {
-  const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
-  const match = /^node\s+(.*?)\s*dist\/src\/server\.js/.exec(pkg.scripts.start ?? '');
-  return match?.[1] ? match[1].split(/\s+/) : [];
+  return npmStartCommand().slice(1, -1);
 }
 
 /** The client process, over IPC: each call sends one command and resolves with its answer. */

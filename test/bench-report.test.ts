@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { LoadResult } from '../bench/lib/load.js';
+import { npmStartCommand } from '../bench/lib/process.js';
 import { addRatios, evaluate, mergeSlices, summarise } from '../bench/lib/report.js';
 import type { Scenario, TargetSpec } from '../bench/lib/scenarios.js';
 
@@ -71,5 +72,15 @@ describe('benchmark ratios', () => {
     expect(merged.diskKb).toBeCloseTo(0.2, 9);
     expect([merged.p50, merged.p99]).toEqual([2, 5]);
     expect(mergeSlices([fast])).toBe(fast);
+  });
+});
+
+describe('the server command', () => {
+  it('is read from package.json as npm start runs it, without the exec that hands npm its process', () => {
+    // Both benchmark scripts start the server this way; a start script they cannot read stops every run.
+    const [node, ...rest] = npmStartCommand();
+    expect(node).toBe('node');
+    expect(rest.at(-1)).toBe('dist/src/server.js');
+    expect(rest.slice(0, -1).every((flag) => flag.startsWith('--'))).toBe(true);
   });
 });

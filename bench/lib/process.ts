@@ -21,6 +21,20 @@ export interface ServerProcess {
   exitStatus(): string | undefined;
 }
 
+/**
+ * The command `npm start` runs, as words: `node`, its flags and the entry point. The script starts with `exec` so
+ * that npm's shell hands its process to the server (a SIGTERM to npm reaches it); the benchmarks start the server
+ * without npm, so that word is dropped here.
+ */
+export function npmStartCommand(): string[] {
+  const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8')) as { scripts?: Record<string, string> };
+  const script = pkg.scripts?.start ?? '';
+  const words = script.trim().split(/\s+/);
+  if (words[0] === 'exec') words.shift();
+  if (words[0] !== 'node' || words.length < 2) throw new Error(`npm start is not "[exec] node …": ${script || '(none)'}`);
+  return words;
+}
+
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
