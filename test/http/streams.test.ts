@@ -676,3 +676,46 @@ describe.skipIf(backend !== 'postgres').each(WAKEUPS)('event streams across two 
     }
   }, 30_000);
 });
+
+// Two processes need PostgreSQL; the per-user count is shared through Redis, as the rate limits are.
+describe.skipIf(backend !== 'postgres')('STREAM_MAX_PER_USER across two processes sharing REDIS_URL', () => {
+  const prefix = `corkboard-seats-e2e-${process.pid}-${Date.now()}:`;
+  let db: E2eDatabase;
+  let a: ServerProcess;
+  let b: ServerProcess;
+
+  beforeAll(async () => {
+    db = await e2eDatabase();
+    const env = { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: prefix, STREAM_MAX_PER_USER: '2' };
+    [a, b] = await Promise.all([startServer({ databaseUrl: db.url, env }), startServer({ databaseUrl: db.url, env })]);
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+    await killLeftovers();
+    await db?.drop();
+  }, 60_000);
+
+  it('counts a user’s streams on both processes together, and a closed stream frees a place on either', async () => {
+    const member = await signUp(a.url, 'seats_member');
+    const first = await openSse(a.url, '/posts', { token: member.token });
+    const second = await openSse(b.url, '/posts', { token: member.token });
+    expect([first.status, second.status]).toEqual([200, 200]);
+    for (const server of [a, b]) {
+      const over = await openSse(server.url, '/posts', { token: member.token });
+      await over.ended();
+      expect(over.status).toBe(429);
+      expect(Number(over.headers['retry-after'])).toBeGreaterThan(0);
+    }
+    // Another member and anonymous readers are not held back by this one's streams.
+    const other = await signUp(b.url, 'seats_other');
+    const others = [await openSse(b.url, '/posts', { token: other.token }), await openSse(a.url, '/posts')];
+    expect(others.map((s) => s.status)).toEqual([200, 200]);
+
+    // The stream on process a closes: process b takes the place it freed.
+    first.close();
+    await expect.poll(() => metric(a.url, 'corkboard_streams_open'), { timeout: 10_000, interval: 100 }).toBe(1);
+    const third = await openSse(b.url, '/posts', { token: member.token });
+    expect(third.status).toBe(200);
+    for (const s of [second, third, ...others]) s.close();
+  });
+});

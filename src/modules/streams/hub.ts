@@ -9,6 +9,7 @@ import type { Links } from '../../shared/links.js';
 import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
 import { createEventsRepository, type LogBounds, type StreamEvent } from './events.js';
+import type { Seat } from './seats.js';
 
 /**
  * A subscriber with more than this waiting for it (bytes written but not yet taken by the client, plus the events
@@ -35,7 +36,7 @@ export type StreamKind = 'posts' | 'feed';
 
 export interface StreamOptions {
   heartbeatMs: number;
-  maxPerUser: number;
+  /** STREAM_MAX: open streams in this process (the per-user limit is seats.ts'). */
   max: number;
   /** How often the tokens of open streams are checked again (revoked or expired: the stream ends). */
   authRecheckMs: number;
@@ -54,8 +55,10 @@ export interface Subscriber {
    * also when an admin reads it, as GET /users/{id}/feed judges visibility.
    */
   viewer: Who | undefined;
-  /** The signed-in caller who opened it, with their token's hash (for the per-user limit and the re-check). */
+  /** The signed-in caller who opened it, with their token's hash (for the re-check). */
   readonly caller: { id: number; tokenHash: string } | undefined;
+  /** The caller's place under STREAM_MAX_PER_USER (seats.ts), given back when the stream is removed. */
+  readonly seat?: Seat;
   /** The last event id this subscriber has been given or has been judged not to see. */
   cursor: number;
   /**
@@ -99,7 +102,6 @@ export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
  */
 export class StreamHub {
   private readonly subscribers = new Set<Subscriber>();
-  private readonly perUser = new Map<number, number>();
   private readonly events;
   private readonly serialize: (post: unknown) => string;
   private position = 0;
@@ -173,11 +175,9 @@ export class StreamHub {
     return this.subscribers.size;
   }
 
-  /** Whether one more stream may open: undefined, or the reason it may not. */
-  refusal(callerId: number | undefined): 'process' | 'user' | undefined {
-    if (this.closed || this.subscribers.size >= this.options.max) return 'process';
-    if (callerId !== undefined && (this.perUser.get(callerId) ?? 0) >= this.options.maxPerUser) return 'user';
-    return undefined;
+  /** Whether this process takes no more streams: STREAM_MAX are open, or it is shutting down. */
+  get full(): boolean {
+    return this.closed || this.subscribers.size >= this.options.max;
   }
 
   /**
@@ -187,7 +187,6 @@ export class StreamHub {
   async add(sub: Subscriber, lastEventId: number | undefined): Promise<void> {
     await this.start();
     this.subscribers.add(sub);
-    if (sub.caller) this.perUser.set(sub.caller.id, (this.perUser.get(sub.caller.id) ?? 0) + 1);
     this.openGauge.set(this.subscribers.size);
     this.write(sub, `retry: ${RETRY_MS}\n\n`);
     try {
@@ -230,15 +229,11 @@ export class StreamHub {
   }
 
   remove(sub: Subscriber): void {
+    sub.seat?.release();
     if (!this.subscribers.delete(sub)) return;
     sub.closed = true;
     this.joining.get(sub)?.joined();
     this.joining.delete(sub);
-    if (sub.caller) {
-      const left = (this.perUser.get(sub.caller.id) ?? 1) - 1;
-      if (left > 0) this.perUser.set(sub.caller.id, left);
-      else this.perUser.delete(sub.caller.id);
-    }
     this.openGauge.set(this.subscribers.size);
   }
 

@@ -9,11 +9,14 @@ import { hashToken } from '../../shared/tokens.js';
 import { findCallerByTokenHash } from '../../db/hot-statements.js';
 import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent } from './events.js';
 import { redisWakeup, type Wakeup } from './redis-wakeup.js';
+import { memorySeats, redisSeats, type StreamSeats } from './seats.js';
 import { StreamHub, type StreamKind, type Subscriber } from './hub.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     streams: StreamHub;
+    /** Who may open one more stream under STREAM_MAX_PER_USER. */
+    streamSeats: StreamSeats;
   }
 }
 
@@ -89,20 +92,24 @@ export interface OpenStream {
  */
 export async function openStream(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, open: OpenStream): Promise<FastifyReply> {
   const resumeFrom = lastEventId(request);
-  const refused = app.streams.refusal(open.caller?.id);
-  if (refused === 'process' || app.closing.aborted) {
+  if (app.streams.full || app.closing.aborted) {
     throw new AppError(503, 'Too many open event streams on this server; retry later', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
   }
-  if (refused === 'user') {
+  const seat = open.caller ? await app.streamSeats.take(open.caller.id) : undefined;
+  if (open.caller && !seat) {
     throw new AppError(429, `At most ${app.config.streamMaxPerUser} event streams per user`, undefined, { 'retry-after': RETRY_AFTER_SECONDS });
   }
-  if (request.method === 'HEAD') return streamHeaders(reply).send();
+  if (request.method === 'HEAD') {
+    seat?.release();
+    return streamHeaders(reply).send();
+  }
   const header = open.caller ? /^Bearer[ \t]+(\S+)/i.exec(request.headers.authorization ?? '') : null;
   const out = new PassThrough();
   const sub: Subscriber = {
     kind: open.kind,
     viewer: open.viewer,
     caller: open.caller && header?.[1] ? { id: open.caller.id, tokenHash: hashToken(header[1]) } : undefined,
+    ...(seat ? { seat } : {}),
     cursor: 0,
     live: false,
     out,
@@ -110,9 +117,15 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
     lastWrite: Date.now(),
     closed: false,
   };
+  // Removing a stream gives its seat back, also one that never got to open (the database away: add throws).
   reply.raw.once('close', () => app.streams.remove(sub));
   out.on('error', () => app.streams.remove(sub));
-  await app.streams.add(sub, resumeFrom);
+  try {
+    await app.streams.add(sub, resumeFrom);
+  } catch (error) {
+    app.streams.remove(sub);
+    throw error;
+  }
   return streamHeaders(reply).send(out);
 }
 
@@ -138,7 +151,6 @@ export default fp(
       app.links,
       {
         heartbeatMs: config.streamHeartbeatSeconds * 1000,
-        maxPerUser: config.streamMaxPerUser,
         max: config.streamMax,
         authRecheckMs: config.streamAuthRecheckSeconds * 1000,
       },
@@ -147,6 +159,12 @@ export default fp(
       app.metrics,
     );
     app.decorate('streams', hub);
+    // With REDIS_URL the per-user limit holds across every process on that Redis, as the rate limits do.
+    const seats =
+      config.redisUrl === undefined
+        ? memorySeats(config.streamMaxPerUser)
+        : redisSeats({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, max: config.streamMaxPerUser, log: app.log });
+    app.decorate('streamSeats', seats);
 
     app.postChanges.addRecorder(async (tx, change) => {
       await recordStreamEvent(tx, change);
@@ -199,6 +217,7 @@ export default fp(
     app.closing.addEventListener('abort', () => hub.closeAll(), { once: true });
     app.addHook('onClose', async () => {
       hub.closeAll();
+      await seats.close();
       if (purge) clearInterval(purge);
       if (wakeupDownPoll) clearInterval(wakeupDownPoll);
       await listener?.close();

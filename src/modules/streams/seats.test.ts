@@ -1,0 +1,106 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memorySeats, redisSeats, type StreamSeats } from './seats.js';
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+
+describe('stream seats in memory', () => {
+  it('gives each user at most max seats, and a seat given back (once, however often released) frees one', async () => {
+    const seats = memorySeats(2);
+    const [a, b] = [await seats.take(1), await seats.take(1)];
+    expect(a).toBeDefined();
+    expect(b).toBeDefined();
+    expect(await seats.take(1)).toBeUndefined();
+    // Another user is counted apart.
+    expect(await seats.take(2)).toBeDefined();
+    a!.release();
+    a!.release();
+    expect(await seats.take(1)).toBeDefined();
+    expect(await seats.take(1)).toBeUndefined();
+  });
+});
+
+describe('stream seats in Redis (REDIS_URL), shared by processes', () => {
+  const keyPrefix = `corkboard-seats-${randomBytes(6).toString('hex')}:`;
+  const log = pino({ enabled: false });
+  let redis: Redis;
+  const opened: StreamSeats[] = [];
+  const open = (options: { max: number; leaseMs?: number; url?: string }) => {
+    const seats = redisSeats({ url: options.url ?? REDIS_URL, keyPrefix, max: options.max, log, ...(options.leaseMs ? { leaseMs: options.leaseMs } : {}) });
+    opened.push(seats);
+    return seats;
+  };
+  /** Waits until a new client has connected: a seat taken before that is counted in its own process only. */
+  const connected = async (seats: StreamSeats, userId: number) => {
+    const key = `${keyPrefix}stream-seats:${userId}`;
+    for (let i = 0; i < 100; i++) {
+      const seat = await seats.take(userId);
+      const inRedis = (await redis.zcard(key)) > 0;
+      seat?.release();
+      await new Promise((r) => setTimeout(r, 20));
+      if (inRedis) return;
+    }
+    throw new Error('the seats never reached Redis');
+  };
+
+  beforeAll(async () => {
+    redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    await redis.connect();
+  });
+  afterAll(async () => {
+    await Promise.all(opened.map((seats) => seats.close()));
+    const keys = await redis.keys(`${keyPrefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+  });
+
+  it('counts one user’s seats across two processes, and a seat given back frees one for either', async () => {
+    const [a, b] = [open({ max: 3 }), open({ max: 3 })];
+    await Promise.all([connected(a, 7), connected(b, 7)]);
+    const held = [await a.take(7), await b.take(7), await a.take(7)];
+    expect(held.every(Boolean)).toBe(true);
+    expect(await b.take(7)).toBeUndefined();
+    expect(await a.take(7)).toBeUndefined();
+    expect(await redis.zcard(`${keyPrefix}stream-seats:7`)).toBe(3);
+    // Other users are counted apart.
+    expect(await b.take(8)).toBeDefined();
+    held[0]!.release();
+    await expect.poll(() => redis.zcard(`${keyPrefix}stream-seats:7`)).toBe(2);
+    expect(await b.take(7)).toBeDefined();
+    expect(await a.take(7)).toBeUndefined();
+  });
+
+  it('keeps a seat while its process renews the lease, and frees the seats of a process that died once theirs runs out', async () => {
+    const a = open({ max: 2, leaseMs: 300 });
+    await connected(a, 11);
+    const kept = await a.take(11);
+    expect(kept).toBeDefined();
+    // A process that died holding a seat: its lease is in Redis and nobody renews it.
+    const [seconds, micros] = (await redis.time()) as [string | number, string | number];
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    await redis.zadd(`${keyPrefix}stream-seats:11`, now + 300, 'dead-process:1');
+    expect(await a.take(11)).toBeUndefined();
+    // Three lease lengths later the renewed seat still counts and the dead one does not: taking a seat drops it.
+    await new Promise((r) => setTimeout(r, 900));
+    const another = await a.take(11);
+    expect(another).toBeDefined();
+    expect(await a.take(11)).toBeUndefined();
+    const members = await redis.zrange(`${keyPrefix}stream-seats:11`, 0, -1);
+    expect(members).toHaveLength(2);
+    expect(members.filter((m) => m.startsWith('dead-process'))).toEqual([]);
+    kept!.release();
+    another!.release();
+  });
+
+  it('counts in this process alone while Redis cannot be reached, promptly', async () => {
+    const seats = open({ max: 2, url: 'redis://127.0.0.1:1' });
+    const started = performance.now();
+    const [a, b, c] = [await seats.take(5), await seats.take(5), await seats.take(5)];
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect([Boolean(a), Boolean(b), c]).toEqual([true, true, undefined]);
+    a!.release();
+    expect(await seats.take(5)).toBeDefined();
+  });
+});

@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import { Redis } from 'ioredis';
+
+/** One of a user's open streams, counted against STREAM_MAX_PER_USER until it is given back. */
+export interface Seat {
+  release(): void;
+}
+
+/**
+ * The per-user limit on open event streams (STREAM_MAX_PER_USER, CONTRACT §7). In memory it is one process's count;
+ * with REDIS_URL it is one count for every process sharing that Redis, as the rate limits are.
+ */
+export interface StreamSeats {
+  /** Takes one of the user's seats, or answers undefined when all of them are taken. */
+  take(userId: number): Promise<Seat | undefined>;
+  close(): Promise<void>;
+}
+
+/** Each process's own count: exact for one process, per process behind a load balancer. */
+export function memorySeats(max: number): StreamSeats {
+  const held = new Map<number, number>();
+  return {
+    async take(userId) {
+      return takeLocal(held, userId, max);
+    },
+    async close() {},
+  };
+}
+
+function takeLocal(held: Map<number, number>, userId: number, max: number): Seat | undefined {
+  const count = held.get(userId) ?? 0;
+  if (count >= max) return undefined;
+  held.set(userId, count + 1);
+  let released = false;
+  return {
+    release() {
+      if (released) return;
+      released = true;
+      const left = (held.get(userId) ?? 1) - 1;
+      if (left > 0) held.set(userId, left);
+      else held.delete(userId);
+    },
+  };
+}
+
+// A user's seats are a sorted set of holders scored by when their lease ends, by Redis's clock (processes' clocks may
+// disagree). Taking one drops the expired leases first, so the seats of a process that died without giving them
+// back (kill -9, a lost machine) come free once their lease runs out.
+const TAKE = `
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`;
+// Extends a lease that is still held (XX: a seat already given back or expired is not taken again).
+const RENEW = `
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local renewed = redis.call('ZADD', KEYS[1], 'XX', 'CH', ms + tonumber(ARGV[1]), ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return renewed`;
+
+type SeatCommands = Redis & {
+  takeSeat(key: string, max: number, leaseMs: number, holder: string): Promise<number>;
+  renewSeat(key: string, leaseMs: number, holder: string): Promise<number>;
+};
+
+/** At most one warning line a minute while Redis keeps failing. */
+const WARN_INTERVAL_MS = 60_000;
+
+export interface RedisSeatsOptions {
+  url: string;
+  keyPrefix: string;
+  max: number;
+  /** How long a seat stays taken without being renewed; this process renews its seats three times per lease. */
+  leaseMs?: number;
+  log: FastifyBaseLogger;
+}
+
+/**
+ * Seats in Redis, shared by every process on it. Each open stream holds a lease that its process renews while the
+ * stream is open and deletes when it closes. A request never waits on Redis for long (no offline queue, short
+ * timeouts, as for the rate limits); when Redis cannot answer, the seat is taken from this process's own count
+ * instead (the limit holds per process, as without REDIS_URL) and a warning is logged, so that streams stay
+ * available. Seats taken that way are never in Redis: they are not renewed there or given back there.
+ */
+export function redisSeats(options: RedisSeatsOptions): StreamSeats {
+  const leaseMs = options.leaseMs ?? 60_000;
+  const redis = new Redis(options.url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1000,
+    commandTimeout: 250,
+  }) as SeatCommands;
+  redis.defineCommand('takeSeat', { numberOfKeys: 1, lua: TAKE });
+  redis.defineCommand('renewSeat', { numberOfKeys: 1, lua: RENEW });
+  let lastWarning = -Infinity;
+  const warn = (error: unknown) => {
+    if (Date.now() - lastWarning < WARN_INTERVAL_MS) return;
+    lastWarning = Date.now();
+    options.log.warn({ err: error }, 'stream seats: Redis failed; the per-user stream limit is counted per process until it answers');
+  };
+  redis.on('error', warn);
+  void redis.connect().catch(() => {
+    // Reported through the 'error' event; the client goes on reconnecting.
+  });
+
+  const processId = randomBytes(8).toString('hex');
+  let sequence = 0;
+  /** This process's seats in Redis, by holder: renewed until given back. */
+  const leases = new Map<string, string>();
+  /** Seats taken while Redis could not answer. */
+  const local = new Map<number, number>();
+  const renewal = setInterval(() => {
+    for (const [holder, key] of leases) redis.renewSeat(key, leaseMs, holder).catch(warn);
+  }, Math.max(50, Math.floor(leaseMs / 3)));
+  renewal.unref();
+
+  return {
+    async take(userId) {
+      const key = `${options.keyPrefix}stream-seats:${userId}`;
+      const holder = `${processId}:${++sequence}`;
+      let taken: number;
+      try {
+        taken = await redis.takeSeat(key, options.max, leaseMs, holder);
+      } catch (error) {
+        warn(error);
+        return takeLocal(local, userId, options.max);
+      }
+      if (taken !== 1) return undefined;
+      leases.set(holder, key);
+      return {
+        release() {
+          if (!leases.delete(holder)) return;
+          // If this fails, the lease runs out on its own: it is no longer renewed.
+          redis.zrem(key, holder).catch(warn);
+        },
+      };
+    },
+    async close() {
+      clearInterval(renewal);
+      // Shutdown ends every stream first (each gives its seat back); what is left runs out with its lease.
+      await Promise.allSettled([...leases].map(([holder, key]) => redis.zrem(key, holder)));
+      leases.clear();
+      // quit() waits for the replies of what was sent before it (the seats just given back); disconnect() if it cannot.
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}
