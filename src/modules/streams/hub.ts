@@ -186,6 +186,10 @@ export class StreamHub {
    */
   async add(sub: Subscriber, lastEventId: number | undefined): Promise<void> {
     await this.start();
+    // A stream that would go live at once reads the log's end too, though it does not need it: with the database
+    // away the client hears 503 now, rather than getting a stream that stays silent until the database is back.
+    // (The other two ways in, below, read the log anyway.)
+    if (!this.idle && lastEventId === undefined) await this.events.bounds();
     this.subscribers.add(sub);
     this.openGauge.set(this.subscribers.size);
     this.write(sub, `retry: ${RETRY_MS}\n\n`);
