@@ -116,7 +116,7 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     expect503(await publish('while down'));
     expect503(await request(server.url, 'GET', '/health'));
     // A new stream, resuming or not, is refused too: it would stay silent until the database is back.
-    for (const headers of [{ 'last-event-id': '1' }, {}]) {
+    for (const headers of [{ 'last-event-id': '1' }, {}] as Record<string, string>[]) {
       const refused = await fetch(`${server.url}/posts`, { headers: { accept: 'text/event-stream', ...headers }, signal: AbortSignal.timeout(15_000) });
       expect(refused.status).toBe(503);
       expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);

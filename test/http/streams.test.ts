@@ -510,22 +510,36 @@ describe('event streams', () => {
 });
 
 /** A server on a database of its own for the tests of one describe block: started before them, stopped after. */
-function ownServer(env: Record<string, string> = {}): { readonly server: ServerProcess } {
+/** Server processes of this describe block's own, on one fresh database of their own (several need PostgreSQL). */
+function ownServers(count: number, env: Record<string, string> = {}): { readonly servers: ServerProcess[]; readonly databaseUrl: string } {
   let db: E2eDatabase | undefined;
-  let server: ServerProcess | undefined;
+  let servers: ServerProcess[] = [];
   beforeAll(async () => {
     db = await e2eDatabase();
-    server = await startServer({ databaseUrl: db.url, env });
+    servers = await Promise.all(Array.from({ length: count }, () => startServer({ databaseUrl: db!.url, env })));
   }, 60_000);
   afterAll(async () => {
-    await server?.stop();
+    await Promise.all(servers.map((server) => server.stop()));
     await killLeftovers();
     await db?.drop();
   }, 60_000);
   return {
+    get servers() {
+      if (servers.length < count) throw new Error('the servers have not started');
+      return servers;
+    },
+    get databaseUrl() {
+      if (!db) throw new Error('the database has not been made');
+      return db.url;
+    },
+  };
+}
+
+function ownServer(env: Record<string, string> = {}): { readonly server: ServerProcess } {
+  const own = ownServers(1, env);
+  return {
     get server() {
-      if (!server) throw new Error('the server has not started');
-      return server;
+      return own.servers[0]!;
     },
   };
 }
@@ -622,20 +636,12 @@ const WAKEUPS: Array<{ through: string; env: Record<string, string> }> = [
 ];
 
 describe.skipIf(backend !== 'postgres').each(WAKEUPS)('event streams across two processes, through $through', ({ env }) => {
-  let db: E2eDatabase;
+  const own = ownServers(2, env);
   let a: ServerProcess;
   let b: ServerProcess;
-
-  beforeAll(async () => {
-    db = await e2eDatabase();
-    a = await startServer({ databaseUrl: db.url, env });
-    b = await startServer({ databaseUrl: db.url, env });
-  }, 60_000);
-  afterAll(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
-    await killLeftovers();
-    await db?.drop();
-  }, 60_000);
+  beforeAll(() => {
+    [a, b] = own.servers as [ServerProcess, ServerProcess];
+  });
 
   it('a post written through one process reaches a stream held by the other within a second', async () => {
     const author = await signUp(a.url, 'xp_author');
@@ -656,7 +662,7 @@ describe.skipIf(backend !== 'postgres').each(WAKEUPS)('event streams across two 
     const author = await signUp(a.url, 'xp_lost_listen');
     const stream = await openSse(b.url, '/posts');
     await new Promise((r) => setTimeout(r, 300));
-    const handle = openDatabase(db.url);
+    const handle = openDatabase(own.databaseUrl);
     try {
       for (let i = 0; i < 3; i++) {
         // Both processes' LISTEN sessions end (as on a failover or an idle-session timeout); each reconnects.
@@ -680,20 +686,12 @@ describe.skipIf(backend !== 'postgres').each(WAKEUPS)('event streams across two 
 // Two processes need PostgreSQL; the per-user count is shared through Redis, as the rate limits are.
 describe.skipIf(backend !== 'postgres')('STREAM_MAX_PER_USER across two processes sharing REDIS_URL', () => {
   const prefix = `corkboard-seats-e2e-${process.pid}-${Date.now()}:`;
-  let db: E2eDatabase;
+  const own = ownServers(2, { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: prefix, STREAM_MAX_PER_USER: '2' });
   let a: ServerProcess;
   let b: ServerProcess;
-
-  beforeAll(async () => {
-    db = await e2eDatabase();
-    const env = { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: prefix, STREAM_MAX_PER_USER: '2' };
-    [a, b] = await Promise.all([startServer({ databaseUrl: db.url, env }), startServer({ databaseUrl: db.url, env })]);
-  }, 60_000);
-  afterAll(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
-    await killLeftovers();
-    await db?.drop();
-  }, 60_000);
+  beforeAll(() => {
+    [a, b] = own.servers as [ServerProcess, ServerProcess];
+  });
 
   it('counts a user’s streams on both processes together, and a closed stream frees a place on either', async () => {
     const member = await signUp(a.url, 'seats_member');
