@@ -509,14 +509,18 @@ describe('event streams', () => {
   });
 });
 
-/** A server on a database of its own for the tests of one describe block: started before them, stopped after. */
-/** Server processes of this describe block's own, on one fresh database of their own (several need PostgreSQL). */
+/**
+ * Server processes for the tests of one describe block, on a fresh database of their own (several need PostgreSQL):
+ * started before them, stopped after.
+ */
 function ownServers(count: number, env: Record<string, string> = {}): { readonly servers: ServerProcess[]; readonly databaseUrl: string } {
   let db: E2eDatabase | undefined;
-  let servers: ServerProcess[] = [];
+  const servers: ServerProcess[] = [];
   beforeAll(async () => {
     db = await e2eDatabase();
-    servers = await Promise.all(Array.from({ length: count }, () => startServer({ databaseUrl: db!.url, env })));
+    const url = db.url;
+    // Each one kept as soon as it is up, so that afterAll stops it even if another fails to start.
+    await Promise.all(Array.from({ length: count }, async () => servers.push(await startServer({ databaseUrl: url, env }))));
   }, 60_000);
   afterAll(async () => {
     await Promise.all(servers.map((server) => server.stop()));
@@ -535,6 +539,7 @@ function ownServers(count: number, env: Record<string, string> = {}): { readonly
   };
 }
 
+/** One server process of the block's own (see ownServers). */
 function ownServer(env: Record<string, string> = {}): { readonly server: ServerProcess } {
   const own = ownServers(1, env);
   return {
@@ -709,9 +714,15 @@ describe.skipIf(backend !== 'postgres')('STREAM_MAX_PER_USER across two processe
     const others = [await openSse(b.url, '/posts', { token: other.token }), await openSse(a.url, '/posts')];
     expect(others.map((s) => s.status)).toEqual([200, 200]);
 
+    // A HEAD is checked against the same count, and holds no seat.
+    const head = () => request(b.url, 'HEAD', '/posts', { token: member.token, headers: { accept: 'text/event-stream' } });
+    expect((await head()).status).toBe(429);
+
     // The stream on process a closes: process b takes the place it freed.
     first.close();
     await expect.poll(() => metric(a.url, 'corkboard_streams_open'), { timeout: 10_000, interval: 100 }).toBe(1);
+    expect((await head()).status).toBe(200);
+    expect((await head()).status).toBe(200);
     const third = await openSse(b.url, '/posts', { token: member.token });
     expect(third.status).toBe(200);
     for (const s of [second, third, ...others]) s.close();

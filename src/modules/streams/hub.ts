@@ -6,6 +6,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Kysely } from 'kysely';
 import type { Database, Role, Visibility } from '../../db/types.js';
 import type { Links } from '../../shared/links.js';
+import { AppError } from '../../shared/errors.js';
 import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
 import { createEventsRepository, type LogBounds, type StreamEvent } from './events.js';
@@ -29,6 +30,13 @@ const REPLAY_STALL_MS = 30_000;
 /** How often a paused catch-up looks whether the client has taken what was written. */
 const DRAIN_POLL_MS = 20;
 const BATCH = 500;
+/** How long a client refused for lack of room is asked to wait. */
+export const RETRY_AFTER_SECONDS = '5';
+
+/** STREAM_MAX streams are open in this process, or it is shutting down. */
+export const tooManyStreams = () =>
+  new AppError(503, 'Too many open event streams on this server; retry later', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+
 /** The reconnection delay the `retry:` line asks of clients. */
 export const RETRY_MS = 2000;
 
@@ -58,7 +66,7 @@ export interface Subscriber {
   /** The signed-in caller who opened it, with their token's hash (for the re-check). */
   readonly caller: { id: number; tokenHash: string } | undefined;
   /** The caller's place under STREAM_MAX_PER_USER (seats.ts), given back when the stream is removed. */
-  readonly seat?: Seat;
+  seat?: Seat;
   /** The last event id this subscriber has been given or has been judged not to see. */
   cursor: number;
   /**
@@ -190,6 +198,13 @@ export class StreamHub {
     // away the client hears 503 now, rather than getting a stream that stays silent until the database is back.
     // (The other two ways in, below, read the log anyway.)
     if (!this.idle && lastEventId === undefined) await this.events.bounds();
+    // What may have changed during those waits: the client went away (nothing to register; its seat goes back),
+    // or other streams took the last places.
+    if (sub.closed) {
+      this.remove(sub);
+      return;
+    }
+    if (this.full) throw tooManyStreams();
     this.subscribers.add(sub);
     this.openGauge.set(this.subscribers.size);
     this.write(sub, `retry: ${RETRY_MS}\n\n`);
@@ -233,9 +248,10 @@ export class StreamHub {
   }
 
   remove(sub: Subscriber): void {
+    // Also for a stream that is not (or not yet) registered: its seat goes back, and add() will not register it.
+    sub.closed = true;
     sub.seat?.release();
     if (!this.subscribers.delete(sub)) return;
-    sub.closed = true;
     this.joining.get(sub)?.joined();
     this.joining.delete(sub);
     this.openGauge.set(this.subscribers.size);

@@ -32,7 +32,10 @@ describe('stream seats in Redis (REDIS_URL), shared by processes', () => {
     opened.push(seats);
     return seats;
   };
-  /** Waits until a new client has connected: a seat taken before that is counted in its own process only. */
+  /**
+   * Waits until a new client has connected: a seat taken before that is counted in its own process only. Each
+   * client is probed with a user of its own, so that one's probe cannot pass for another's.
+   */
   const connected = async (seats: StreamSeats, userId: number) => {
     const key = `${keyPrefix}stream-seats:${userId}`;
     for (let i = 0; i < 100; i++) {
@@ -58,7 +61,7 @@ describe('stream seats in Redis (REDIS_URL), shared by processes', () => {
 
   it('counts one user’s seats across two processes, and a seat given back frees one for either', async () => {
     const [a, b] = [open({ max: 3 }), open({ max: 3 })];
-    await Promise.all([connected(a, 7), connected(b, 7)]);
+    await Promise.all([connected(a, 1007), connected(b, 2007)]);
     const held = [await a.take(7), await b.take(7), await a.take(7)];
     expect(held.every(Boolean)).toBe(true);
     expect(await b.take(7)).toBeUndefined();
@@ -72,18 +75,18 @@ describe('stream seats in Redis (REDIS_URL), shared by processes', () => {
     expect(await a.take(7)).toBeUndefined();
   });
 
-  it('keeps a seat while its process renews the lease, and frees the seats of a process that died once theirs runs out', async () => {
-    const a = open({ max: 2, leaseMs: 300 });
-    await connected(a, 11);
+  it('keeps a seat while its process renews the lease, and frees the seats of a process that died once theirs runs out', { timeout: 15_000 }, async () => {
+    const a = open({ max: 2, leaseMs: 1500 });
+    await connected(a, 1011);
     const kept = await a.take(11);
     expect(kept).toBeDefined();
     // A process that died holding a seat: its lease is in Redis and nobody renews it.
     const [seconds, micros] = (await redis.time()) as [string | number, string | number];
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    await redis.zadd(`${keyPrefix}stream-seats:11`, now + 300, 'dead-process:1');
+    await redis.zadd(`${keyPrefix}stream-seats:11`, now + 1500, 'dead-process:1');
     expect(await a.take(11)).toBeUndefined();
     // Three lease lengths later the renewed seat still counts and the dead one does not: taking a seat drops it.
-    await new Promise((r) => setTimeout(r, 900));
+    await new Promise((r) => setTimeout(r, 4500));
     const another = await a.take(11);
     expect(another).toBeDefined();
     expect(await a.take(11)).toBeUndefined();
@@ -92,6 +95,19 @@ describe('stream seats in Redis (REDIS_URL), shared by processes', () => {
     expect(members.filter((m) => m.startsWith('dead-process'))).toEqual([]);
     kept!.release();
     another!.release();
+  });
+
+  it('puts a seat back that Redis lost while its stream is still open', async () => {
+    const a = open({ max: 1, leaseMs: 600 });
+    await connected(a, 1013);
+    const seat = await a.take(13);
+    expect(seat).toBeDefined();
+    // Redis restarted without its data (or failed over): the open stream's seat is gone there.
+    await redis.del(`${keyPrefix}stream-seats:13`);
+    // The next renewal (within a third of the lease) puts it back, so the limit holds again.
+    await expect.poll(() => redis.zcard(`${keyPrefix}stream-seats:13`), { timeout: 2000, interval: 50 }).toBe(1);
+    expect(await a.take(13)).toBeUndefined();
+    seat!.release();
   });
 
   it('counts in this process alone while Redis cannot be reached, promptly', async () => {

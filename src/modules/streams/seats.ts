@@ -55,13 +55,15 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`;
-// Extends a lease that is still held (XX: a seat already given back or expired is not taken again).
+// Extends the lease of a seat this process holds, and puts it back if Redis lost it (restarted without its data, a
+// failover, an outage longer than a lease): every stream still open counts again. A seat given back is no longer
+// renewed, and its ZREM follows any renewal sent before it on the same connection.
 const RENEW = `
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local renewed = redis.call('ZADD', KEYS[1], 'XX', 'CH', ms + tonumber(ARGV[1]), ARGV[2])
+redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[1]), ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return renewed`;
+return 1`;
 
 type SeatCommands = Redis & {
   takeSeat(key: string, max: number, leaseMs: number, holder: string): Promise<number>;
@@ -129,6 +131,8 @@ export function redisSeats(options: RedisSeatsOptions): StreamSeats {
         taken = await redis.takeSeat(key, options.max, leaseMs, holder);
       } catch (error) {
         warn(error);
+        // A take that timed out here may still have run there: its seat is not one this process will renew.
+        redis.zrem(key, holder).catch(() => {});
         return takeLocal(local, userId, options.max);
       }
       if (taken !== 1) return undefined;

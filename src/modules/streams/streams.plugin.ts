@@ -10,7 +10,7 @@ import { findCallerByTokenHash } from '../../db/hot-statements.js';
 import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent } from './events.js';
 import { redisWakeup, type Wakeup } from './redis-wakeup.js';
 import { memorySeats, redisSeats, type StreamSeats } from './seats.js';
-import { StreamHub, type StreamKind, type Subscriber } from './hub.js';
+import { RETRY_AFTER_SECONDS, StreamHub, tooManyStreams, type StreamKind, type Subscriber } from './hub.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -22,7 +22,6 @@ declare module 'fastify' {
 
 /** How often old events are purged (in the background, never by a request). */
 const PURGE_EVERY_MS = 10 * 60_000;
-const RETRY_AFTER_SECONDS = '5';
 /**
  * While the wake-up (Redis, or LISTEN on PostgreSQL) is not connected, how often the hub looks for other processes'
  * events itself (CONTRACT §7: delivery within 1 s of the commit, even while the wake-up reconnects). A look with no
@@ -92,24 +91,13 @@ export interface OpenStream {
  */
 export async function openStream(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, open: OpenStream): Promise<FastifyReply> {
   const resumeFrom = lastEventId(request);
-  if (app.streams.full || app.closing.aborted) {
-    throw new AppError(503, 'Too many open event streams on this server; retry later', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
-  }
-  const seat = open.caller ? await app.streamSeats.take(open.caller.id) : undefined;
-  if (open.caller && !seat) {
-    throw new AppError(429, `At most ${app.config.streamMaxPerUser} event streams per user`, undefined, { 'retry-after': RETRY_AFTER_SECONDS });
-  }
-  if (request.method === 'HEAD') {
-    seat?.release();
-    return streamHeaders(reply).send();
-  }
+  if (app.streams.full || app.closing.aborted) throw tooManyStreams();
   const header = open.caller ? /^Bearer[ \t]+(\S+)/i.exec(request.headers.authorization ?? '') : null;
   const out = new PassThrough();
   const sub: Subscriber = {
     kind: open.kind,
     viewer: open.viewer,
     caller: open.caller && header?.[1] ? { id: open.caller.id, tokenHash: hashToken(header[1]) } : undefined,
-    ...(seat ? { seat } : {}),
     cursor: 0,
     live: false,
     out,
@@ -117,9 +105,22 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
     lastWrite: Date.now(),
     closed: false,
   };
-  // Removing a stream gives its seat back, also one that never got to open (the database away: add throws).
+  // Removing a stream gives its seat back, whenever it comes: also for a client that leaves while the seat or the
+  // log is awaited below (the hub then never registers it), or a stream that cannot open (the database away).
   reply.raw.once('close', () => app.streams.remove(sub));
   out.on('error', () => app.streams.remove(sub));
+  if (open.caller) {
+    const seat = await app.streamSeats.take(open.caller.id);
+    if (!seat) {
+      throw new AppError(429, `At most ${app.config.streamMaxPerUser} event streams per user`, undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+    }
+    sub.seat = seat;
+    if (sub.closed) seat.release();
+  }
+  if (request.method === 'HEAD') {
+    app.streams.remove(sub);
+    return streamHeaders(reply).send();
+  }
   try {
     await app.streams.add(sub, resumeFrom);
   } catch (error) {
