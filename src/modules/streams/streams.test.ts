@@ -1,6 +1,10 @@
+import { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
+import { PassThrough } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
 import { buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
 import { createAdmin, signUp } from '../../../test/helpers/factories.js';
+import type { Subscriber } from './hub.js';
 
 /** The event log behind the live streams (CONTRACT §7): written with the post, only when the write commits. */
 describe('stream event log', () => {
@@ -125,5 +129,36 @@ describe('stream event log', () => {
     expect(app.streams.size).toBe(0);
     const badResume = await call(app, 'HEAD', '/posts', { headers: { accept: 'text/event-stream', 'last-event-id': 'x' } });
     expect(badResume.statusCode).toBe(400);
+  });
+
+  it('never registers a stream whose client left while it was opening, and gives its seat back', async () => {
+    const app = await buildTestApp();
+    await app.streams.start();
+    const seat = await app.streamSeats.take(1);
+    expect(seat).toBeDefined();
+    const released = vi.spyOn(seat!, 'release');
+    const out = new PassThrough();
+    const sub: Subscriber = {
+      kind: 'posts',
+      viewer: undefined,
+      caller: { id: 1, tokenHash: 'h' },
+      seat: seat!,
+      cursor: 0,
+      live: false,
+      out,
+      res: new ServerResponse(new IncomingMessage(new Socket())),
+      lastWrite: Date.now(),
+      closed: false,
+    };
+    // The client's 'close' comes while the stream is still opening (its seat or the log awaited): add() runs after.
+    const opening = app.streams.add(sub, undefined);
+    app.streams.remove(sub);
+    await opening;
+    expect(app.streams.size).toBe(0);
+    expect(released).toHaveBeenCalled();
+    // Its seat is free again: the user may open as many as before.
+    const seats = await Promise.all(Array.from({ length: 5 }, () => app.streamSeats.take(1)));
+    expect(seats.every(Boolean)).toBe(true);
+    expect(await app.streamSeats.take(1)).toBeUndefined();
   });
 });
