@@ -161,29 +161,19 @@ export function createEventsRepository(db: Kysely<Database>) {
      * are looked up among the owner's follows instead, so the work is bounded by the streams, not by the followers.
      */
     async followersAmong(ownerId: number, candidates: readonly number[]): Promise<Set<number>> {
-      const found = new Set<number>();
+      const followersOf = db.selectFrom('follows').select('follower_id').where('followee_id', '=', ownerId);
+      const ids = (rows: Array<{ follower_id: number }>) => rows.map((row) => Number(row.follower_id));
       if (candidates.length > CANDIDATES_PER_READ) {
-        const followers = await db
-          .selectFrom('follows')
-          .select('follower_id')
-          .where('followee_id', '=', ownerId)
-          .limit(candidates.length + 1)
-          .execute();
+        const followers = ids(await followersOf.limit(candidates.length + 1).execute());
         if (followers.length <= candidates.length) {
           const wanted = new Set(candidates);
-          for (const row of followers) if (wanted.has(Number(row.follower_id))) found.add(Number(row.follower_id));
-          return found;
+          return new Set(followers.filter((id) => wanted.has(id)));
         }
       }
+      const found = new Set<number>();
       for (let i = 0; i < candidates.length; i += CANDIDATES_PER_READ) {
         const chunk = candidates.slice(i, i + CANDIDATES_PER_READ);
-        const rows = await db
-          .selectFrom('follows')
-          .select('follower_id')
-          .where('followee_id', '=', ownerId)
-          .where('follower_id', 'in', chunk)
-          .execute();
-        for (const row of rows) found.add(Number(row.follower_id));
+        for (const id of ids(await followersOf.where('follower_id', 'in', chunk).execute())) found.add(id);
       }
       return found;
     },

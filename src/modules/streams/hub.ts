@@ -183,7 +183,7 @@ export class StreamHub {
     return this.subscribers.size;
   }
 
-  /** Whether this process takes no more streams: STREAM_MAX are open, or it is shutting down. */
+  /** Whether this process takes no more streams: STREAM_MAX are open, or it is shutting down (closeAll). */
   get full(): boolean {
     return this.closed || this.subscribers.size >= this.options.max;
   }
@@ -193,22 +193,22 @@ export class StreamHub {
    * is replayed from there first (with `event: reset` when that id is no longer kept).
    */
   async add(sub: Subscriber, lastEventId: number | undefined): Promise<void> {
-    await this.start();
-    // A stream that would go live at once reads the log's end too, though it does not need it: with the database
-    // away the client hears 503 now, rather than getting a stream that stays silent until the database is back.
-    // (The other two ways in, below, read the log anyway.)
-    if (!this.idle && lastEventId === undefined) await this.events.bounds();
-    // What may have changed during those waits: the client went away (nothing to register; its seat goes back),
-    // or other streams took the last places.
-    if (sub.closed) {
-      this.remove(sub);
-      return;
-    }
-    if (this.full) throw tooManyStreams();
-    this.subscribers.add(sub);
-    this.openGauge.set(this.subscribers.size);
-    this.write(sub, `retry: ${RETRY_MS}\n\n`);
     try {
+      await this.start();
+      // A stream that would go live at once reads the log's end too, though it does not need it: with the database
+      // away the client hears 503 now, rather than getting a stream that stays silent until the database is back.
+      // (The other two ways in, below, read the log anyway.)
+      if (!this.idle && lastEventId === undefined) await this.events.bounds();
+      // What may have changed during those waits: the client went away (nothing to register; its seat goes back),
+      // or other streams took the last places.
+      if (sub.closed) {
+        this.remove(sub);
+        return;
+      }
+      if (this.full) throw tooManyStreams();
+      this.subscribers.add(sub);
+      this.openGauge.set(this.subscribers.size);
+      this.write(sub, `retry: ${RETRY_MS}\n\n`);
       if (this.idle) {
         // `position` may be far behind: the pump first moves it to the end of the log, then places the stream (a
         // catch-up would otherwise go live at the old position and miss what lies between). The answer starts only
@@ -226,8 +226,8 @@ export class StreamHub {
         this.place(sub, lastEventId, bounds);
       }
     } catch (error) {
-      // The log could not be read (the database is away): the stream does not open, and the client hears so now
-      // (a 503 for a database that is unavailable) instead of waiting, or of a stream that ends at once.
+      // The log could not be read (the database is away), or there is no room: the stream does not open (its seat
+      // goes back), and the client hears so now (a 503) instead of waiting, or of a stream that ends at once.
       this.remove(sub);
       throw error;
     }

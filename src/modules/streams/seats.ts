@@ -47,9 +47,10 @@ function takeLocal(held: Map<number, number>, userId: number, max: number): Seat
 // A user's seats are a sorted set of holders scored by when their lease ends, by Redis's clock (processes' clocks may
 // disagree). Taking one drops the expired leases first, so the seats of a process that died without giving them
 // back (kill -9, a lost machine) come free once their lease runs out.
-const TAKE = `
+const NOW_MS = `
 local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)`;
+const TAKE = `${NOW_MS}
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[3])
@@ -58,9 +59,7 @@ return 1`;
 // Extends the lease of a seat this process holds, and puts it back if Redis lost it (restarted without its data, a
 // failover, an outage longer than a lease): every stream still open counts again. A seat given back is no longer
 // renewed, and its ZREM follows any renewal sent before it on the same connection.
-const RENEW = `
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+const RENEW = `${NOW_MS}
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[1]), ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1`;

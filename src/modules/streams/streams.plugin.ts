@@ -91,7 +91,8 @@ export interface OpenStream {
  */
 export async function openStream(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, open: OpenStream): Promise<FastifyReply> {
   const resumeFrom = lastEventId(request);
-  if (app.streams.full || app.closing.aborted) throw tooManyStreams();
+  // Shutting down counts as full: `app.closing` aborting runs the hub's closeAll (below).
+  if (app.streams.full) throw tooManyStreams();
   const header = open.caller ? /^Bearer[ \t]+(\S+)/i.exec(request.headers.authorization ?? '') : null;
   const out = new PassThrough();
   const sub: Subscriber = {
@@ -106,7 +107,7 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
     closed: false,
   };
   // Removing a stream gives its seat back, whenever it comes: also for a client that leaves while the seat or the
-  // log is awaited below (the hub then never registers it), or a stream that cannot open (the database away).
+  // log is awaited below (the hub then never registers it), or a stream that cannot open (add removes it).
   reply.raw.once('close', () => app.streams.remove(sub));
   out.on('error', () => app.streams.remove(sub));
   if (open.caller) {
@@ -115,18 +116,12 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
       throw new AppError(429, `At most ${app.config.streamMaxPerUser} event streams per user`, undefined, { 'retry-after': RETRY_AFTER_SECONDS });
     }
     sub.seat = seat;
-    if (sub.closed) seat.release();
   }
   if (request.method === 'HEAD') {
     app.streams.remove(sub);
     return streamHeaders(reply).send();
   }
-  try {
-    await app.streams.add(sub, resumeFrom);
-  } catch (error) {
-    app.streams.remove(sub);
-    throw error;
-  }
+  await app.streams.add(sub, resumeFrom);
   return streamHeaders(reply).send(out);
 }
 
