@@ -18,10 +18,12 @@ export async function createPost(
   withinTransaction?: (tx: Tx, post: PostRow) => Promise<void>,
 ): Promise<PostRow | undefined> {
   const visibility = input.visibility ?? 'public';
-  const createdAt = new Date().toISOString();
   return store.transaction(async (tx) => {
     const posts = createPostsRepository(tx.db);
     if (!(await posts.countPost(ownerId, visibility, 1))) return undefined;
+    // Taken once the owner's row is locked (by the count above), as the id is drawn by the insert below: an
+    // author's concurrent posts then carry createdAt in the order of their ids, on PostgreSQL as on SQLite.
+    const createdAt = new Date().toISOString();
     const post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
     await changes.record(tx, { kind: 'created', post });
     await withinTransaction?.(tx, post);

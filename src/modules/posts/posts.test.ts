@@ -537,6 +537,20 @@ describe('post_count', () => {
   });
 });
 
+describe('createdAt of concurrent posts', () => {
+  it("follows the order of an author's post ids, newest first in their list as in time", async () => {
+    const app = await buildTestApp();
+    const owner = await signUp(app);
+    await Promise.all(Array.from({ length: 30 }, (_, i) => publish(app, owner, `p${i}`)));
+    const res = await call(app, 'GET', `/users/${owner.id}/posts?limit=100`);
+    const listed = (res.json() as PostJson[]).map((p) => ({ id: p.id, createdAt: p.createdAt }));
+    expect(listed).toHaveLength(30);
+    // Ties are allowed (the clock's millisecond); a later id with an earlier createdAt is not.
+    const byTime = [...listed].sort((a, b) => (a.createdAt === b.createdAt ? b.id - a.id : a.createdAt < b.createdAt ? 1 : -1));
+    expect(listed).toEqual(byTime);
+  });
+});
+
 describe('page queries', () => {
   it('write the page size into the SQL text, not as a parameter (SQLite re-prepares a join planned from a bound LIMIT)', async () => {
     const app = await buildTestApp();
