@@ -131,6 +131,11 @@ function pgTx(trx: Kysely<Database>, hooks: (() => void)[]): Tx {
       const rows = await trx.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id').forUpdate().execute();
       return rows.map((r) => r.id);
     },
+    async shareRows(table, ids) {
+      if (ids.length === 0) return [];
+      const rows = await trx.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id').forKeyShare().execute();
+      return rows.map((r) => r.id);
+    },
     async tryExclusive(key) {
       const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(${key}) as locked`.execute(trx);
       return rows[0]?.locked === true;

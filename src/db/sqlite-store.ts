@@ -7,7 +7,7 @@ import { CompiledQuery, Kysely, SqliteDialect } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
 import { startCheckpointer } from './sqlite-checkpoint.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
-import { runHooks, type PlainStatement, type Store, type TransactionOptions, type StoreOptions, type Tx, type Work } from './store.js';
+import { runHooks, type LockableTable, type PlainStatement, type Store, type TransactionOptions, type StoreOptions, type Tx, type Work } from './store.js';
 import type { Database } from './types.js';
 
 const BEGIN_IMMEDIATE = CompiledQuery.raw('begin immediate');
@@ -249,18 +249,20 @@ interface QueuedUnit {
 type Outcome = { ok: true; value: unknown; hooks: (() => void)[] } | { ok: false; error: unknown };
 
 function sqliteTx(conn: Kysely<Database>, hooks: (() => void)[]): Tx {
+  // The transaction holds SQLite's write lock: no other writer runs until it ends, so there is nothing to lock.
+  const existing = async (table: LockableTable, ids: readonly number[]) => {
+    if (ids.length === 0) return [];
+    const rows = await conn.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id').execute();
+    return rows.map((r) => r.id);
+  };
   return {
     db: conn,
     dialect: 'sqlite',
     afterCommit: (hook) => void hooks.push(hook),
     query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
       (await conn.executeQuery<R>(CompiledQuery.raw(statement.sqlite, [...params]))).rows as R[],
-    // The transaction holds SQLite's write lock: no other writer runs until it ends, so there is nothing to lock.
-    async lockRows(table, ids) {
-      if (ids.length === 0) return [];
-      const rows = await conn.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id').execute();
-      return rows.map((r) => r.id);
-    },
+    lockRows: existing,
+    shareRows: existing,
     tryExclusive: async () => true,
   };
 }

@@ -49,6 +49,13 @@ export interface Tx {
    */
   lockRows(table: LockableTable, ids: readonly number[]): Promise<number[]>;
   /**
+   * Holds these rows as a foreign key to them does (PostgreSQL `FOR KEY SHARE`: they cannot be deleted or have
+   * their id changed, and other writers of them do not wait), in ascending id order, and answers the ids that
+   * exist. For a write that must take a lock on another table before its insert: taking the referenced rows first
+   * keeps the global order (users before posts).
+   */
+  shareRows(table: LockableTable, ids: readonly number[]): Promise<number[]>;
+  /**
    * Takes a transaction-scoped exclusive lock named by `key` if no other transaction holds it (PostgreSQL advisory
    * lock; always granted on SQLite, where one process owns the file's writes). False: someone else has it.
    */

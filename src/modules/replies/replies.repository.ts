@@ -42,12 +42,14 @@ export function createRepliesRepository(db: Kysely<Database>) {
     },
 
     /** Moves the post's reply counter by `delta` (an atomic `reply_count = reply_count ± 1`). */
-    async addToReplyCount(postId: number, delta: 1 | -1): Promise<void> {
-      await db
+    /** False when the post is gone. */
+    async addToReplyCount(postId: number, delta: 1 | -1): Promise<boolean> {
+      const result = await db
         .updateTable('posts')
         .set((eb) => ({ reply_count: eb('reply_count', '+', delta) }))
         .where('id', '=', postId)
-        .execute();
+        .executeTakeFirst();
+      return result.numUpdatedRows > 0n;
     },
   };
 }

@@ -5,10 +5,11 @@ import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import { createRepliesRepository } from './replies.repository.js';
 
 /**
- * Inserts a reply and counts it on its post in one transaction. Returns undefined when the post (or the author)
- * was deleted after the caller's visibility check: the foreign key rejects the insert and the route answers 404.
- * On PostgreSQL the insert takes a key-share lock on the post row, so the post cannot vanish between the insert
- * and the counter update; the update changes no key, so it never waits on another replier.
+ * Counts a reply on its post and inserts it in one transaction. Returns undefined when the post (or the author)
+ * was deleted after the caller's visibility check, and the route answers 404.
+ * On PostgreSQL the post's counter is its row lock: the repliers of one post take it one at a time, and each draws
+ * its id and its time after it, so a post's replies carry createdAt in id order (oldest first by either), as on
+ * SQLite. The author's row is held first, as the insert's foreign key would hold it: users before posts.
  * `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
  */
 export async function createReply(
@@ -19,13 +20,14 @@ export async function createReply(
   try {
     return await store.transaction(async (tx) => {
       const replies = createRepliesRepository(tx.db);
+      if ((await tx.shareRows('users', [input.authorId])).length === 0) return undefined;
+      if (!(await replies.addToReplyCount(input.postId, 1))) return undefined;
       const row = await replies.insert({
         post_id: input.postId,
         author_id: input.authorId,
         content: input.content,
         created_at: new Date().toISOString(),
       });
-      await replies.addToReplyCount(input.postId, 1);
       await withinTransaction?.(tx, row);
       return row;
     });

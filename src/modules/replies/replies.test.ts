@@ -255,6 +255,23 @@ describe('GET /posts/{post_id}/replies', () => {
   });
 });
 
+describe('createdAt of concurrent replies', () => {
+  it("follows the order of the post's reply ids, oldest first in its list as in time, whoever writes them", async () => {
+    const app = await buildTestApp();
+    const w = await buildWorld(app);
+    const postId = w.posts.public;
+    const writers = [w.owner, w.admin, await signUp(app)];
+    await Promise.all(Array.from({ length: 60 }, (_, i) => postReply(app, postId, writers[i % 3]!.token, `r${i}`)));
+    const res = await call(app, 'GET', `/posts/${postId}/replies?limit=100`);
+    const listed = (res.json() as { id: number; createdAt: string }[]).map(({ id, createdAt }) => ({ id, createdAt }));
+    expect(listed).toHaveLength(60);
+    // Ties are allowed (the clock's millisecond); a later id with an earlier createdAt is not.
+    const byTime = [...listed].sort((a, b) => (a.createdAt === b.createdAt ? a.id - b.id : a.createdAt < b.createdAt ? -1 : 1));
+    expect(listed).toEqual(byTime);
+    expect((await postCounters(app, postId)).replies).toBe(60);
+  });
+});
+
 describe('GET /posts/{post_id}/replies/{reply_id}', () => {
   it.each(VISIBILITY_CASES)('on a %s post, the %s: readable when they may see it', async (visibility, viewer, sees) => {
     const app = await buildTestApp();

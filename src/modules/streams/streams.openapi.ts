@@ -20,7 +20,7 @@ const EVENT_STREAM_SCHEMA: JsonObject = {
   description:
     'Server-sent events (text/event-stream). First a `retry:` line, then events, each with an `id:` line: ' +
     '`post.created` and `post.updated` (`data:` the post exactly as GET /posts/{post_id} shows it to this ' +
-    'subscriber), `post.deleted` (`data: {"id": <post id>}`; also sent when an update hides a post this subscriber ' +
+    'subscriber; an edit of the post, not a reply or recommend moving its counters), `post.deleted` (`data: {"id": <post id>}`; also sent when an update hides a post this subscriber ' +
     'could see), and `reset` (`data: {}`: the Last-Event-ID is no longer kept; refetch the collection). ' +
     'A `: keep-alive` comment when STREAM_HEARTBEAT_SECONDS pass without an event.',
   examples: [
