@@ -105,6 +105,13 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   }).withTypeProvider<TypeBoxTypeProvider>();
   // CONNECT never reaches Fastify: without a listener, Node drops the connection without a word.
   app.server.on('connect', connectRequest(app, nextRequestId));
+  // `Expect: 100-continue` (RFC 9110 §10.1.1): Node's default answers `100 Continue` to every such request, which
+  // invites the client to upload a body the limit then refuses. A body declared larger than the limit gets its
+  // 413 instead, before any of it is sent (Fastify checks Content-Length before reading); others are told to go on.
+  app.server.on('checkContinue', (req, res) => {
+    if (!(Number(req.headers['content-length']) > config.bodyLimit)) res.writeContinue();
+    app.server.emit('request', req, res);
+  });
 
   app.setValidatorCompiler(createValidatorCompiler());
   // Bodies are JSON only (CONTRACT §1): without Fastify's built-in text/plain parser, any other type is a 415.

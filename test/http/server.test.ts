@@ -141,6 +141,35 @@ describe(`one server process on a fresh ${backend} database`, () => {
     expect((await request(server.url, 'GET', '/health')).status).toBe(200);
   });
 
+  it('answers Expect: 100-continue with 413 before the body when the declared body is over the limit, else 100 then the answer', async () => {
+    const { port } = new URL(server.url);
+    /** Writes the head, then the body only once `100 Continue` has come; resolves with all it read, at the end. */
+    const send = (head: string, body: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(head));
+        let text = '';
+        socket.setEncoding('latin1').on('data', (chunk: string) => {
+          text += chunk;
+          if (text === 'HTTP/1.1 100 Continue\r\n\r\n') socket.write(body);
+          if (/^HTTP\/1\.1 [2-5]\d\d /m.test(text) && text.includes('}')) socket.end();
+        });
+        socket.on('close', () => resolve(text)).on('error', reject);
+      });
+    const big = await send(
+      'POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 99000000\r\n\r\n',
+      'never sent',
+    );
+    expect(big).toMatch(/^HTTP\/1\.1 413 /);
+    expect(big).not.toContain('100 Continue');
+    const body = JSON.stringify({ username: 'continued', password: 'a good long secret' });
+    const small = await send(
+      `POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+      body,
+    );
+    expect(small).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /);
+    expect((await request(server.url, 'GET', '/users?username=continued')).json()).toEqual([expect.objectContaining({ username: 'continued' })]);
+  });
+
   it('signs up, signs in, reads, replaces and deletes a user over the socket; the logs never carry the secrets', async () => {
     const password = 'e2e-Pa55word-never-logged';
     const username = 'e2e_flow_user';
