@@ -170,7 +170,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(rateLimitPlugin);
   await app.register(conditionalPlugin);
   await app.register(openapiPlugin);
-  // On every signed-in request: plain SQL (db/hot-statements.ts), the same statement as tokens.findCaller.
+  // On every signed-in request: plain SQL (db/hot-statements.ts).
   await app.register(authPlugin, { findCaller: (hash) => findCallerByTokenHash(store, hash, new Date().toISOString()) });
   await app.register(fanoutPlugin);
   await app.register(streamsPlugin);

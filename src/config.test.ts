@@ -48,6 +48,10 @@ describe('loadConfig REDIS_URL and REDIS_KEY_PREFIX', () => {
     expect(() => loadConfig({ REDIS_URL: value })).not.toThrow(value);
   });
 
+  it('takes an empty REDIS_KEY_PREFIX as unset, like every variable', () => {
+    expect(loadConfig({ REDIS_KEY_PREFIX: '' }).redisKeyPrefix).toBe('corkboard:');
+  });
+
   it.each(['with space', 'x'.repeat(65), 'slash/'])('rejects REDIS_KEY_PREFIX=%s, naming it', (value) => {
     expect(() => loadConfig({ REDIS_KEY_PREFIX: value })).toThrow(/^REDIS_KEY_PREFIX: /);
   });

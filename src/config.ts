@@ -38,7 +38,7 @@ export const ConfigSchema = Type.Object({
     enabled: Type.Boolean(),
     /** Requests per window per client for ordinary routes. */
     max: Type.Integer({ minimum: 1 }),
-    /** Requests per window per client for sign-up and token creation (password guessing). */
+    /** Requests per window per client for sign-up, token creation and password change (password guessing). */
     authMax: Type.Integer({ minimum: 1 }),
     windowMs: Type.Integer({ minimum: 1000 }),
   }),
@@ -50,7 +50,10 @@ export const ConfigSchema = Type.Object({
   /** Argon2id memory cost in KiB; 19456 (19 MiB) is OWASP's recommended minimum. Lower only for tests. */
   passwordHashMemoryKib: Type.Integer({ minimum: 64, maximum: 4_194_304 }),
   pgPoolMax: Type.Integer({ minimum: 1, maximum: 1000 }),
-  /** Shared state for several processes (rate-limit counters); unset: each process keeps its own in memory. */
+  /**
+   * Shared state for several processes (rate-limit counters, each user's open streams, stream wake-ups); unset:
+   * each process counts in memory and is woken through PostgreSQL.
+   */
   redisUrl: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$' })),
   /** Prefix of every Redis key the service writes, so several deployments (or test runs) can share one Redis. */
   redisKeyPrefix: Type.String({ pattern: '^[A-Za-z0-9:._-]{0,64}$' }),
@@ -65,7 +68,7 @@ export const ConfigSchema = Type.Object({
   shutdownGraceMs: Type.Integer({ minimum: 0, maximum: 600_000 }),
   /** Live streams (CONTRACT §7): a `: keep-alive` comment after this many seconds without an event. */
   streamHeartbeatSeconds: Type.Integer({ minimum: 1, maximum: 3600 }),
-  /** Open streams per signed-in user, per process (more: 429). */
+  /** Open streams per signed-in user (more: 429): across processes with REDIS_URL, else per process. */
   streamMaxPerUser: Type.Integer({ minimum: 1, maximum: 10_000 }),
   /** Open streams per process (more: 503 with Retry-After). */
   streamMax: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
@@ -238,7 +241,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     passwordHashMemoryKib: integer(env, 'PASSWORD_HASH_MEMORY_KIB', 19_456),
     pgPoolMax: integer(env, 'PG_POOL_MAX', 10),
     redisUrl: redisUrl(env),
-    redisKeyPrefix: env.REDIS_KEY_PREFIX ?? 'corkboard:',
+    redisKeyPrefix: env.REDIS_KEY_PREFIX || 'corkboard:',
     trustProxy: trustProxy(env),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000),

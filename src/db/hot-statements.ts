@@ -60,8 +60,8 @@ const CALLER_BY_TOKEN_HASH: PlainStatement = {
 
 /**
  * The caller behind a bearer token's hash, on every signed-in request: the token exists, has not expired (`now`,
- * an ISO timestamp), and was minted with the user's current password version. The same statement as
- * `findCaller` in tokens.repository.ts, as plain SQL.
+ * an ISO timestamp), and was minted with the user's current password version. Only here: the builder has no
+ * version of it, so its tests check what it answers (hot-statements.test.ts).
  */
 export function findCallerByTokenHash(
   store: Store,

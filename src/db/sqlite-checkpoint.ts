@@ -36,11 +36,11 @@ export interface Checkpointer {
 /**
  * Checkpoints a WAL-mode SQLite file from a thread of its own. SQLite checkpoints inside the COMMIT that takes the
  * WAL past 1,000 pages: it writes those pages into the database file and syncs it, and better-sqlite3 being
- * synchronous, the event loop (every request of the process) waits for that, tens of milliseconds on a large
- * database whose pages are scattered. With this thread copying the WAL every 100 ms, such a COMMIT finds the pages
+ * synchronous, the event loop (every request of the process) waits for that, a long stall on a large database
+ * whose pages are scattered. With this thread copying the WAL every 100 ms, such a COMMIT finds the pages
  * copied already and has little or nothing left to do. The writer's own threshold stays SQLite's 1,000 pages: it
- * bounds the WAL should the thread fall behind or die (measured with it raised to 10,000, the writer's rare large
- * checkpoints stalled every kind of request for over 100 ms; see bench/README.md). `onError` hears of checkpoints
+ * bounds the WAL should the thread fall behind or die (measured with it raised tenfold, the writer's rare large
+ * checkpoints stalled every kind of request; see bench/README.md). `onError` hears of checkpoints
  * that failed for another reason than a busy lock, and of the thread's death.
  */
 export function startCheckpointer(file: string, onError: (error: unknown) => void): Checkpointer {

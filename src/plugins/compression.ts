@@ -39,8 +39,8 @@ export default fp(
       brotliOptions: {
         params: {
           // Quality 4, not zlib's default of 11: 11 is meant for compressing static assets once, ahead of time,
-          // and costs a hundred times more CPU per answer for a few percent fewer bytes. At 4 brotli costs no
-          // more CPU than gzip's default level and its output is about the same size (smaller on the document).
+          // and costs far more CPU per answer for little gain in size. At 4 brotli costs about what gzip's default
+          // level does and its output is about the same size (smaller on the document).
           [zlib.constants.BROTLI_PARAM_QUALITY]: 4,
           [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
         },

@@ -6,7 +6,7 @@ import { sendError } from './errors/reply.js';
 import { routeRefusal } from './errors/routing.js';
 import { BODY_METHODS, hasBody, type ArrivingBodies } from './errors/framework.js';
 
-export { isBoardRequest, sendError } from './errors/reply.js';
+export { isBoardRequest } from './errors/reply.js';
 export { ArrivingBodies, BODY_METHODS, clientError, connectRequest, frameworkError } from './errors/framework.js';
 
 declare module 'fastify' {

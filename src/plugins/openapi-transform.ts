@@ -5,7 +5,7 @@ import { RESPONSE_HEADERS, routeTraits } from './route-docs.js';
 
 /**
  * Post-processing of the document @fastify/swagger generates from the route schemas, to make it a contract a
- * client generator can use (CONTRACT §5). The route schemas stay inline (STYLE §3: the type provider does not
+ * client generator can use (CONTRACT §5). The route schemas stay inline (the TypeBox type provider does not
  * infer through `$ref`), so the document's shape is fixed here instead, where only the document sees it:
  *
  * - every schema carrying a `title` (User, Post, Problem, Link, the board envelopes…) becomes a named component

@@ -4,8 +4,8 @@ import { hash, verify } from '@node-rs/argon2';
 /**
  * Passwords are stored only as Argon2id hashes (OWASP's first choice), in the PHC string format, which carries its
  * own parameters: raising the cost later (PASSWORD_HASH_MEMORY_KIB) keeps old hashes verifiable.
- * The default, 19 MiB with 2 passes, is OWASP's recommended minimum; here it costs ~20–50 ms of one thread,
- * against ~350 ms and 128 MiB for scrypt at OWASP's equivalent setting.
+ * The default, 19 MiB with 2 passes, is OWASP's recommended minimum; it takes far less time and memory per
+ * sign-in than scrypt at OWASP's equivalent setting (bench/README.md, "Figures behind choices in the code").
  * @see https://cheatsheetseries.owasp.org/cheatsheets/Password_Storage_Cheat_Sheet.html
  */
 const TIME_COST = 2;

@@ -117,7 +117,6 @@ export const PageQuerySchema = Type.Object({
     Type.String({ maxLength: 512, pattern: CURSOR_PATTERN, description: 'Opaque; copy it from the `next` link of the previous page' }),
   ),
 });
-export type PageQuery = Static<typeof PageQuerySchema>;
 
 export const PAGE_HEADERS = Type.Object({
   link: Type.Optional(Type.String({ description: 'RFC 8288 `<url>; rel="next"` while more items follow' })),

@@ -95,8 +95,8 @@ export async function up(db: Kysely<any>): Promise<void> {
   // keeps only two. The primary key serves the feed page (newest first) and, on SQLite, is the table itself
   // (WITHOUT ROWID); the post_id index serves the cascade when a post goes, and only ever appends. An unfollow
   // finds that owner's entries by scanning the follower's own feed (a rare write, bounded by one feed's size)
-  // rather than through a third, random-order index: measured on 1M posts, that index alone cost ~250 µs of a
-  // ~430 µs create with 10 followers.
+  // rather than through a third, random-order index: measured on 1M posts, that index alone was more than half
+  // of a create's time (bench/README.md, "Figures behind choices in the code").
   await db.schema
     .createTable('feed_entries')
     .addColumn('user_id', 'bigint', ref('users'))

@@ -2,8 +2,8 @@ import { PostgresAdapter, sql, type Kysely } from 'kysely';
 
 // Frozen in time: this file imports nothing from the application.
 //
-// GET /boards/list answers `total`, the number of boards, on every page. Counting 100,000 rows per request held
-// PostgreSQL to ~200 requests/s. The count is kept instead in a one-row-per-name `counters` table, by triggers,
+// GET /boards/list answers `total`, the number of boards, on every page. Counting the rows on every request made
+// each page cost as much as the whole table (bench/README.md). The count is kept instead in a one-row-per-name `counters` table, by triggers,
 // so that every way a board comes or goes (its routes, and the cascade when its author is deleted) keeps it true
 // inside the same transaction.
 export async function up(db: Kysely<any>): Promise<void> {

@@ -3,8 +3,8 @@ import { PostgresAdapter, type Kysely } from 'kysely';
 // Frozen in time: this file imports nothing from the application.
 //
 // The board list is offset-paged (the seed's start/end). Skipping `start` boards over SQLite's rowid table walks
-// the table's leaf pages, which hold the whole rows: ~16 ms for the last page of 100,000 boards. A narrow index of
-// the ids lets the skip run over ids alone (~0.75 ms there), after which only the page's rows are read. On
+// the table's leaf pages, which hold the whole rows, so deep pages cost more the deeper they are. A narrow index of
+// the ids lets the skip run over ids alone, many times faster (bench/README.md), after which only the page's rows are read. On
 // PostgreSQL the primary key's index already serves that skip (an index-only scan), so it needs nothing.
 export async function up(db: Kysely<any>): Promise<void> {
   if (db.getExecutor().adapter instanceof PostgresAdapter) return;

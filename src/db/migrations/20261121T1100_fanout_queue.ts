@@ -5,7 +5,7 @@ import { PostgresAdapter, sql, type Kysely } from 'kysely';
 // Fan-out leaves the request: creating a post queues it here, in the same transaction, and a background worker
 // writes its feed entries in batches (see src/modules/feed/feed.fanout.ts). Feed reads merge the queued posts, so
 // nothing waits for the worker. Writing ten followers' entries inside the request touched ten scattered pages of
-// `feed_entries` per post; SQLite's commit of those pages cost ~110 µs of a ~180 µs create.
+// `feed_entries` per post; SQLite's commit of those pages was most of a create's time (bench/README.md).
 // On SQLite `integer primary key` makes post_id the rowid itself: one b-tree, appended at its end.
 // A trigger queues every new post, however it is inserted, inside the inserting statement: no post can miss it.
 export async function up(db: Kysely<any>): Promise<void> {

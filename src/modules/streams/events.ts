@@ -32,8 +32,9 @@ export interface StreamEvent {
  * row stays locked until this transaction ends, so a second writer waits there and draws the next id only after
  * the first has committed (or rolled back, which gives the id back: ids have no gaps). A PostgreSQL sequence would
  * not do: a transaction that drew 41 may commit after one that drew 42, and a client resuming from 42 would never
- * see 41. The price is that post writes commit one at a time: the lock is taken by the last statement of each
- * post write (services record the change last), so only the commit itself is serialised, not the work before it.
+ * see 41. The price is that post writes commit one at a time: services record the change near the end of each
+ * post write (only an idempotent create's kept answer, or an account's own row, is written after it), so little
+ * more than the commit is serialised, not the work before it.
  * On SQLite the single writer already serialises transactions; the same statements run there.
  *
  * On PostgreSQL the transaction also queues a NOTIFY (no body: payloads are capped at 8,000 bytes, and a process
@@ -155,7 +156,7 @@ export function createEventsRepository(db: Kysely<Database>) {
      * Which of `candidates` follow `ownerId` now. The pump asks this for every event with the viewers of all open
      * streams that need it (every feed stream), often thousands. Most owners have fewer followers than that: their
      * followers are one read, matched here. A list of thousands of candidates in `IN (…)` 500 at a time was ten
-     * statements an event for 5,000 feed streams, and on PostgreSQL the pump fell behind 50 posts a second
+     * statements an event for 5,000 feed streams, and on PostgreSQL the pump fell behind the benchmark's posts
      * (bench/README.md, "Live streams"). An owner with more followers than candidates (a celebrity) would make that
      * read as long as their following: the read stops one row past the candidates' count, and then the candidates
      * are looked up among the owner's follows instead, so the work is bounded by the streams, not by the followers.
