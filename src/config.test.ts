@@ -89,6 +89,10 @@ describe('loadConfig REQUEST_TIMEOUT_MS and SHUTDOWN_GRACE_MS', () => {
     ['REQUEST_TIMEOUT_MS', '50'],
     ['SHUTDOWN_GRACE_MS', '-1'],
     ['SHUTDOWN_GRACE_MS', '1.5'],
+    ['TOKEN_TTL_SECONDS', '59'],
+    // Past ten years: an expiry a date cannot hold made every sign-in a 500.
+    ['TOKEN_TTL_SECONDS', '315360001'],
+    ['TOKEN_TTL_SECONDS', '99999999999999999999'],
   ])('rejects %s=%s, naming it', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
   });

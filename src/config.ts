@@ -43,7 +43,8 @@ export const ConfigSchema = Type.Object({
     windowMs: Type.Integer({ minimum: 1000 }),
   }),
   logLevel: Type.Union(LOG_LEVELS.map((l) => Type.Literal(l))),
-  tokenTtlSeconds: Type.Integer({ minimum: 60 }),
+  /** At most ten years: a token's expiry must stay a date the databases can store and compare. */
+  tokenTtlSeconds: Type.Integer({ minimum: 60, maximum: 315_360_000 }),
   /** How long the answer to a create sent with an Idempotency-Key is kept for replay (CONTRACT §6.2); at most 30 days. */
   idempotencyTtlSeconds: Type.Integer({ minimum: 1, maximum: 2_592_000 }),
   bodyLimit: Type.Integer({ minimum: 1024 }),

@@ -46,18 +46,22 @@ export class DatabaseUnavailableError extends Error {
  *   connection failures (class 08), too many connections or out of resources (class 53), deadlocks or
  *   serialization failures still failing after the retries (40P01, 40001), and any error of severity FATAL (the
  *   server ending the session: its database dropped or closed to connections, the role refused);
+ * - either: a database that is not the one this build was migrated for (a table or column missing: the database
+ *   replaced or restored under the running service; GET /health says 503 too), and PostgreSQL refusing a write in
+ *   a read-only transaction (25006: a standby after a failover, or the database set read-only);
  * - Node: a socket to the server refused, reset or timed out, and node-postgres's own "Connection terminated".
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   if (error instanceof DatabaseUnavailableError) return true;
   const code = codeOf(error);
   if (/^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY|PROTOCOL|NOMEM)/.test(code)) return true;
-  if (['57014', '55P03', '40P01', '40001'].includes(code) || /^(57P0|08|53)/.test(code)) return true;
+  if (['57014', '55P03', '40P01', '40001', '25006', '42P01', '42703', '3F000'].includes(code) || /^(57P0|08|53)/.test(code)) return true;
   // A FATAL error ends the session: the server refused or dropped the connection (its database dropped or not
   // accepting connections, the role refused), whatever the SQLSTATE.
   if (/^(FATAL|PANIC)$/.test(String((error as { severity?: unknown } | null)?.severity ?? ''))) return true;
   if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH'].includes(code)) return true;
   const message = error instanceof Error ? error.message : '';
+  if (code === 'SQLITE_ERROR' && /^no such (table|column)\b/.test(message)) return true;
   // Kysely's answer once the store is closed (a request still running during shutdown).
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|driver has already been destroyed/.test(message);
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fp from 'fastify-plugin';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Store } from '../db/store.js';
 import type { Database } from '../db/types.js';
 import { createCursorCodec, type CursorCodec } from '../shared/pagination.js';
@@ -43,6 +43,18 @@ export default fp<DatabasePluginOptions>(
     app.decorate('store', store);
     app.decorate('db', store.db);
     app.decorate('cursors', createCursorCodec(await cursorSecret(store)));
+    // Behind a transaction pooler (PG_PREPARED_STATEMENTS=off) no session settings reach the server, so
+    // DB_STATEMENT_TIMEOUT_MS cannot be set: the role's statement_timeout applies (README, "Behind PgBouncer").
+    // Without one, a statement waiting on a lock waits without bound; say so at start-up rather than in an incident.
+    if (store.dialect === 'postgres' && !app.config.pgPreparedStatements) {
+      const { rows } = await sql<{ statement_timeout: string }>`show statement_timeout`.execute(store.db);
+      if (rows[0]?.statement_timeout === '0') {
+        app.log.warn(
+          'DB_STATEMENT_TIMEOUT_MS cannot be applied through a transaction pooler (PG_PREPARED_STATEMENTS=off) and the ' +
+            "database role has no statement_timeout: statements may wait without bound; set one (ALTER ROLE … SET statement_timeout = '5s')",
+        );
+      }
+    }
     app.addHook('onClose', async () => {
       await store.close();
     });

@@ -178,6 +178,62 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     await reopened.body?.cancel();
   });
 
+  it('a read-only database (a standby after failover) and a table gone under the service: 503 with Retry-After, not 500; back once restored', async () => {
+    const db = await freshDb();
+    const server = await startServer({ databaseUrl: db.url, env: { DB_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) } });
+    const { token, userId } = await signedUp(server, 'readonly_user');
+    const admin = await client(db.url);
+    const name = dbName(db.url);
+    const post = (title: string) => request(server.url, 'POST', `/users/${userId}/posts`, { token, body: { title, content: 'x' } });
+    // The server's sessions take a database setting only when they start: end them, and the pool reconnects.
+    const restartSessions = () => admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name]);
+    /** The first request after the sessions ended may meet a dead connection (503): the answer once it settles. */
+    const settled = async (send: () => Promise<HttpResponse>) => {
+      let res = await send();
+      for (let i = 0; i < 5 && res.status === 503; i++) res = await send();
+      return res;
+    };
+
+    await admin.query(`alter database "${name}" set default_transaction_read_only = on`);
+    cleanups.push(() => admin.query(`alter database "${name}" reset default_transaction_read_only`));
+    await restartSessions();
+    expect((await settled(() => request(server.url, 'GET', `/users/${userId}`))).status).toBe(200);
+    expect503(await post('read-only'));
+    const failed = await server.waitForLog((line) => line.msg === 'request failed');
+    expect(JSON.stringify(failed)).toMatch(/25006|read-only transaction/);
+    await admin.query(`alter database "${name}" reset default_transaction_read_only`);
+    await restartSessions();
+    expect((await settled(() => post('writable again'))).status).toBe(201);
+
+    await admin.query('alter table posts rename to posts_elsewhere');
+    cleanups.push(() => admin.query('alter table if exists posts_elsewhere rename to posts'));
+    expect503(await request(server.url, 'GET', '/posts'));
+    expect503(await post('no table'));
+    await admin.query('alter table posts_elsewhere rename to posts');
+    expect((await request(server.url, 'GET', '/posts')).status).toBe(200);
+    expect((await post('table back')).status).toBe(201);
+  });
+
+  it('warns at start-up when, behind a transaction pooler, no statement_timeout bounds a statement; not once the role or database has one', async () => {
+    const db = await freshDb();
+    const pooled = { PG_PREPARED_STATEMENTS: 'off', DB_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) };
+    const unbounded = (server: ServerProcess) => server.logs().some((line) => line.level === 40 && /statement_timeout/.test(String(line.msg)));
+    const first = await startServer({ databaseUrl: db.url, env: pooled });
+    expect(unbounded(first)).toBe(true);
+    await first.stop();
+
+    const admin = await client(db.url);
+    await admin.query(`alter database "${dbName(db.url)}" set statement_timeout = '5s'`);
+    const second = await startServer({ databaseUrl: db.url, env: pooled });
+    expect((await request(second.url, 'GET', '/health')).status).toBe(200);
+    expect(unbounded(second)).toBe(false);
+    // Sent directly, the service sets its own timeout per session: nothing to warn about either way.
+    await second.stop();
+    await admin.query(`alter database "${dbName(db.url)}" reset statement_timeout`);
+    const direct = await startServer({ databaseUrl: db.url });
+    expect(unbounded(direct)).toBe(false);
+  });
+
   it('backends terminated mid-load: only 2xx or 503 with Retry-After, never 500; the pool reconnects', async () => {
     const db = await freshDb();
     const server = await startServer({ databaseUrl: db.url, env: { DB_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) } });

@@ -143,6 +143,29 @@ describe.skipIf(backend !== 'sqlite')('SQLite under faults', () => {
     }
   });
 
+  it('a table gone under the service (the file replaced by another database): 503 with Retry-After, not 500; back once restored', async () => {
+    const db: E2eDatabase = await e2eDatabase();
+    cleanups.push(() => db.drop());
+    const server = await startServer({ databaseUrl: db.url });
+    const { token, userId } = await signedUp(server, 'renamed_user');
+    const SQLite = (await import('better-sqlite3')).default;
+    const other = new SQLite(sqliteFile(db.url));
+    other.pragma('busy_timeout = 5000');
+    cleanups.push(() => void other.close());
+    const post = (title: string) => request(server.url, 'POST', `/users/${userId}/posts`, { token, body: { title, content: 'x' } });
+
+    other.exec('alter table posts rename to posts_elsewhere');
+    for (const res of [await request(server.url, 'GET', '/posts'), await post('no table')]) {
+      expect(res.status, res.text).toBe(503);
+      expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+    }
+    const failed = await server.waitForLog((line) => line.msg === 'request failed');
+    expect(JSON.stringify(failed)).toMatch(/no such table: posts/);
+    other.exec('alter table posts_elsewhere rename to posts');
+    expect((await request(server.url, 'GET', '/posts')).status).toBe(200);
+    expect((await post('table back')).status).toBe(201);
+  });
+
   it('a full disk: writes answer 503 with Retry-After, the log names SQLITE_FULL, and writes resume once there is room', async (ctx) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corkboard-full-'));
     cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
