@@ -24,7 +24,6 @@ export function constraintKind(error: unknown): ConstraintKind | undefined {
 }
 
 export const isUniqueViolation = (error: unknown) => constraintKind(error) === 'unique';
-export const isForeignKeyViolation = (error: unknown) => constraintKind(error) === 'foreign_key';
 
 /** The database cannot serve the request now (a lock not granted in time, the server gone): a 503, retry later. */
 export class DatabaseUnavailableError extends Error {

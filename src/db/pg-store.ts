@@ -2,7 +2,7 @@ import pg from 'pg';
 import { CompiledQuery, Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
-import { runHooks, type PlainStatement, type Store, type StoreOptions, type Tx, type Work } from './store.js';
+import { runHooks, type LockableTable, type PlainStatement, type Store, type StoreOptions, type Tx, type Work } from './store.js';
 import type { Database } from './types.js';
 
 // pg returns int8 (ids, COUNT(*)) as strings and timestamptz as Date. Ids are assigned sequentially and stay far
@@ -120,22 +120,21 @@ function newPool(url: string, options: StoreOptions, extra: { max: number; conne
 }
 
 function pgTx(trx: Kysely<Database>, hooks: (() => void)[]): Tx {
+  /** The ids among `ids` that exist, each row locked in `mode`, in ascending id order (the global lock order). */
+  const lockExisting = async (table: LockableTable, ids: readonly number[], mode: 'update' | 'key share') => {
+    if (ids.length === 0) return [];
+    const query = trx.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id');
+    const rows = await (mode === 'update' ? query.forUpdate() : query.forKeyShare()).execute();
+    return rows.map((r) => r.id);
+  };
   return {
     db: trx,
     dialect: 'postgres',
     afterCommit: (hook) => void hooks.push(hook),
     query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
       (await trx.executeQuery<R>(CompiledQuery.raw(statement.postgres, [...params]))).rows as R[],
-    async lockRows(table, ids) {
-      if (ids.length === 0) return [];
-      const rows = await trx.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id').forUpdate().execute();
-      return rows.map((r) => r.id);
-    },
-    async shareRows(table, ids) {
-      if (ids.length === 0) return [];
-      const rows = await trx.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id').forKeyShare().execute();
-      return rows.map((r) => r.id);
-    },
+    lockRows: (table, ids) => lockExisting(table, ids, 'update'),
+    shareRows: (table, ids) => lockExisting(table, ids, 'key share'),
     async tryExclusive(key) {
       const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(${key}) as locked`.execute(trx);
       return rows[0]?.locked === true;

@@ -51,6 +51,15 @@ async function signedUp(server: ServerProcess, username: string) {
 
 const dbName = (url: string) => new URL(url).pathname.slice(1);
 
+/** Ends every session on database `name` but `admin`'s own (the server's pool reconnects); answers how many. */
+async function endSessions(admin: pg.Client, name: string): Promise<number> {
+  const { rows } = await admin.query<{ n: number }>(
+    'select count(pg_terminate_backend(pid))::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
+    [name],
+  );
+  return rows[0]!.n;
+}
+
 function expect503(res: HttpResponse) {
   expect(res.status, res.text).toBe(503);
   expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
@@ -151,7 +160,7 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     await allow(false);
     // The server's pooled connections go too: every request now needs a new connection, which PostgreSQL refuses
     // with 55000 ("not currently accepting connections").
-    await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name]);
+    await endSessions(admin, name);
     expect503(await request(server.url, 'GET', `/users/${userId}`));
     expect503(await request(server.url, 'POST', `/users/${userId}/posts`, { token, body: { title: 'refused', content: 'x' } }));
     const boards = await request(server.url, 'GET', '/boards/list');
@@ -186,7 +195,7 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     const name = dbName(db.url);
     const post = (title: string) => request(server.url, 'POST', `/users/${userId}/posts`, { token, body: { title, content: 'x' } });
     // The server's sessions take a database setting only when they start: end them, and the pool reconnects.
-    const restartSessions = () => admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name]);
+    const restartSessions = () => endSessions(admin, name);
     /** The first request after the sessions ended may meet a dead connection (503): the answer once it settles. */
     const settled = async (send: () => Promise<HttpResponse>) => {
       let res = await send();
@@ -255,11 +264,7 @@ describe.skipIf(backend !== 'postgres')('PostgreSQL under faults', () => {
     let terminated = 0;
     for (let round = 0; round < 3; round++) {
       await new Promise((resolve) => setTimeout(resolve, 400));
-      const { rows } = await admin.query<{ n: number }>(
-        'select count(pg_terminate_backend(pid))::int as n from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
-        [dbName(db.url)],
-      );
-      terminated += rows[0]!.n;
+      terminated += await endSessions(admin, dbName(db.url));
     }
     await new Promise((resolve) => setTimeout(resolve, 400));
     stop = true;

@@ -49,3 +49,14 @@ export function nextPath(link: unknown): string | undefined {
   expect(match?.[1]).toMatch(new RegExp(`^${PUBLIC_URL}/`));
   return match![1]!.slice(PUBLIC_URL.length);
 }
+
+/**
+ * Checks that a collection listed in id order (`newest first` or `oldest first`) carries `createdAt` in that order
+ * too: ties are allowed (the clock's millisecond), a later id with an earlier createdAt is not.
+ */
+export function expectCreatedAtInIdOrder(items: readonly { id: number; createdAt: string }[], order: 'newest first' | 'oldest first'): void {
+  const listed = items.map(({ id, createdAt }) => ({ id, createdAt }));
+  const sign = order === 'newest first' ? -1 : 1;
+  const byTime = [...listed].sort((a, b) => sign * (a.createdAt === b.createdAt ? a.id - b.id : a.createdAt < b.createdAt ? -1 : 1));
+  expect(listed).toEqual(byTime);
+}

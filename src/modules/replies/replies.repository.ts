@@ -41,8 +41,7 @@ export function createRepliesRepository(db: Kysely<Database>) {
       return result.numDeletedRows > 0n;
     },
 
-    /** Moves the post's reply counter by `delta` (an atomic `reply_count = reply_count ± 1`). */
-    /** False when the post is gone. */
+    /** Moves the post's reply counter by `delta` (an atomic `reply_count = reply_count ± 1`); false when the post is gone. */
     async addToReplyCount(postId: number, delta: 1 | -1): Promise<boolean> {
       const result = await db
         .updateTable('posts')

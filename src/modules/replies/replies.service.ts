@@ -1,4 +1,3 @@
-import { isForeignKeyViolation } from '../../db/errors.js';
 import type { Store, Tx } from '../../db/store.js';
 import type { ReplyRow } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
@@ -17,24 +16,20 @@ export async function createReply(
   input: { postId: number; authorId: number; content: string },
   withinTransaction?: (tx: Tx, reply: ReplyRow) => Promise<void>,
 ): Promise<ReplyRow | undefined> {
-  try {
-    return await store.transaction(async (tx) => {
-      const replies = createRepliesRepository(tx.db);
-      if ((await tx.shareRows('users', [input.authorId])).length === 0) return undefined;
-      if (!(await replies.addToReplyCount(input.postId, 1))) return undefined;
-      const row = await replies.insert({
-        post_id: input.postId,
-        author_id: input.authorId,
-        content: input.content,
-        created_at: new Date().toISOString(),
-      });
-      await withinTransaction?.(tx, row);
-      return row;
+  return store.transaction(async (tx) => {
+    const replies = createRepliesRepository(tx.db);
+    // Both rows the insert refers to are held from here on, so its foreign keys cannot fail.
+    if ((await tx.shareRows('users', [input.authorId])).length === 0) return undefined;
+    if (!(await replies.addToReplyCount(input.postId, 1))) return undefined;
+    const row = await replies.insert({
+      post_id: input.postId,
+      author_id: input.authorId,
+      content: input.content,
+      created_at: new Date().toISOString(),
     });
-  } catch (error) {
-    if (isForeignKeyViolation(error)) return undefined;
-    throw error;
-  }
+    await withinTransaction?.(tx, row);
+    return row;
+  });
 }
 
 /**

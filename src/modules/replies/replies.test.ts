@@ -10,7 +10,7 @@ import {
   postCounters,
   removeFollow,
 } from '../../../test/helpers/posts.js';
-import { nextPath } from '../../../test/helpers/api.js';
+import { expectCreatedAtInIdOrder, nextPath } from '../../../test/helpers/api.js';
 import { createReply } from './replies.service.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
@@ -263,11 +263,9 @@ describe('createdAt of concurrent replies', () => {
     const writers = [w.owner, w.admin, await signUp(app)];
     await Promise.all(Array.from({ length: 60 }, (_, i) => postReply(app, postId, writers[i % 3]!.token, `r${i}`)));
     const res = await call(app, 'GET', `/posts/${postId}/replies?limit=100`);
-    const listed = (res.json() as { id: number; createdAt: string }[]).map(({ id, createdAt }) => ({ id, createdAt }));
+    const listed = res.json() as { id: number; createdAt: string }[];
     expect(listed).toHaveLength(60);
-    // Ties are allowed (the clock's millisecond); a later id with an earlier createdAt is not.
-    const byTime = [...listed].sort((a, b) => (a.createdAt === b.createdAt ? a.id - b.id : a.createdAt < b.createdAt ? -1 : 1));
-    expect(listed).toEqual(byTime);
+    expectCreatedAtInIdOrder(listed, 'oldest first');
     expect((await postCounters(app, postId)).replies).toBe(60);
   });
 });
