@@ -77,6 +77,14 @@ export const ConfigSchema = Type.Object({
   streamAuthRecheckSeconds: Type.Integer({ minimum: 1, maximum: 60 }),
   /** How long stream events are kept for resuming (at least an hour, CONTRACT §7). */
   streamRetentionSeconds: Type.Integer({ minimum: 3600, maximum: 30 * 24 * 3600 }),
+  /** OpenTelemetry tracing (src/tracing.ts), from the standard OTEL_* variables; unset: off. */
+  tracing: Type.Optional(
+    Type.Object({
+      /** The OTLP/HTTP traces URL. */
+      endpoint: Type.String({ pattern: '^https?://[^\\s]+$' }),
+      serviceName: Type.String({ minLength: 1, maxLength: 256 }),
+    }),
+  ),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -188,6 +196,8 @@ const VARIABLES: Record<string, string> = {
   '/streamMax': 'STREAM_MAX',
   '/streamAuthRecheckSeconds': 'STREAM_AUTH_RECHECK_SECONDS',
   '/streamRetentionSeconds': 'STREAM_RETENTION_SECONDS',
+  '/tracing/endpoint': 'OTEL_EXPORTER_OTLP_ENDPOINT',
+  '/tracing/serviceName': 'OTEL_SERVICE_NAME',
 };
 
 /** What a value that is not one of a few choices, or of a format, must be: for the operator, not a pattern. */
@@ -197,7 +207,34 @@ const FORMATS: Record<string, string> = {
   DATABASE_DIRECT_URL: 'must be postgres://user:password@host:5432/database',
   PUBLIC_URL: 'must be an absolute http or https URL of plain URL characters, such as https://api.example.com',
   REDIS_KEY_PREFIX: 'must be at most 64 of A-Z a-z 0-9 : . _ -',
+  OTEL_EXPORTER_OTLP_ENDPOINT: 'must be an http or https URL, such as http://127.0.0.1:4318',
+  OTEL_SERVICE_NAME: 'must be 1 to 256 characters',
 };
+
+/**
+ * Tracing from the standard OpenTelemetry variables: on when an OTLP endpoint is set, unless OTEL_SDK_DISABLED is
+ * true or OTEL_TRACES_EXPORTER is `none`. Spans go over OTLP/HTTP as JSON, the one protocol this build exports
+ * (a collector takes it on the same port as protobuf). OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the full URL;
+ * OTEL_EXPORTER_OTLP_ENDPOINT a base to which `/v1/traces` is added (the specification's rule).
+ */
+function tracing(env: Env): Config['tracing'] {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return undefined;
+  const exporter = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase() || 'otlp';
+  if (exporter === 'none') return undefined;
+  if (exporter !== 'otlp') throw new ConfigError('OTEL_TRACES_EXPORTER', `must be "otlp" or "none", got "${env.OTEL_TRACES_EXPORTER}"`);
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL']) {
+    const protocol = env[name]?.trim();
+    if (protocol && protocol !== 'http/json') throw new ConfigError(name, `must be "http/json" (the protocol this build exports), got "${protocol}"`);
+  }
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  if (!traces && !base) return undefined;
+  const endpoint = traces || `${base!.replace(/\/+$/, '')}/v1/traces`;
+  if (!URL.canParse(endpoint) || !/^https?:$/.test(new URL(endpoint).protocol)) {
+    throw new ConfigError(traces ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT', 'must be an http or https URL, such as http://127.0.0.1:4318');
+  }
+  return { endpoint, serviceName: env.OTEL_SERVICE_NAME?.trim() || 'corkboard' };
+}
 
 export function loadConfig(env: Env = process.env): Readonly<Config> {
   const port = integer(env, 'PORT', 3000);
@@ -251,6 +288,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     streamMax: integer(env, 'STREAM_MAX', 10_000),
     streamAuthRecheckSeconds: integer(env, 'STREAM_AUTH_RECHECK_SECONDS', 30),
     streamRetentionSeconds: integer(env, 'STREAM_RETENTION_SECONDS', 3600),
+    tracing: tracing(env),
   };
   return Object.freeze(parseConfig(config));
 }
