@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call, write, type Response } from '../../../test/helpers/build-test-app.js';
 import { signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { nextPath } from '../../../test/helpers/api.js';
-import { buildWorld, insertPost, type World } from '../../../test/helpers/posts.js';
+import { buildWorld, insertPost } from '../../../test/helpers/posts.js';
 import { findReportableSubject } from './reports.service.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
@@ -554,7 +554,7 @@ describe('PUT /reports/{report_id}', () => {
 describe('findReportableSubject', () => {
   it('finds a reply only under a post the reporter may see, with that post; whoever may not see it finds nothing', async () => {
     const app = await buildTestApp();
-    const w: World & { replies: Record<string, number> } = await buildReportWorld(app);
+    const w = await buildReportWorld(app);
     const stranger = { id: w.stranger.id, role: 'member' as const };
     const follower = { id: w.follower.id, role: 'member' as const };
     expect(await findReportableSubject(app.db, { type: 'reply', id: w.replies.followers }, follower)).toEqual({
