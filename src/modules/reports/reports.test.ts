@@ -4,6 +4,8 @@ import { PUBLIC_URL, buildTestApp, call, write, type Response } from '../../../t
 import { signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { nextPath } from '../../../test/helpers/api.js';
 import { buildWorld, insertPost } from '../../../test/helpers/posts.js';
+import { backend, sqlitePlan } from '../../../test/helpers/database.js';
+import { createReportsRepository } from './reports.repository.js';
 import { findReportableSubject } from './reports.service.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
@@ -567,5 +569,17 @@ describe('findReportableSubject', () => {
     expect(await findReportableSubject(app.db, { type: 'post', id: w.posts.private }, follower)).toBeUndefined();
     expect(await findReportableSubject(app.db, { type: 'user', id: w.owner.id }, stranger)).toEqual({ type: 'user', id: w.owner.id, postId: null, ownerId: w.owner.id });
     expect(await findReportableSubject(app.db, { type: 'user', id: 424242 }, stranger)).toBeUndefined();
+  });
+});
+
+describe.runIf(backend === 'sqlite')('the query plan of a page of reports (SQLite)', () => {
+  it.each([
+    ['every report', { limit: 20, after: 500 }, 'USING INTEGER PRIMARY KEY (rowid<?)'],
+    ['the open ones', { status: 'open' as const, limit: 20, after: 500 }, 'USING INDEX reports_status_id (status=? AND id<?)'],
+  ])('%s: one index range, newest first, no sort', async (_case, page, expected) => {
+    const app = await buildTestApp();
+    const details = await sqlitePlan(app.db, createReportsRepository(app.db).listQuery(page));
+    expect(details.find((d) => d.startsWith('SEARCH reports '))).toBe(`SEARCH reports ${expected}`);
+    expect(details.join('\n')).not.toMatch(/TEMP B-TREE|SCAN reports/);
   });
 });
