@@ -24,6 +24,12 @@ export function createReportsRepository(db: Kysely<Database>) {
       return db.selectFrom('reports').selectAll().where('id', '=', id).executeTakeFirst();
     },
 
+    /** The post a reply was written under, if the reply exists (whether the reader may see it is the caller's to check). */
+    async postOfReply(replyId: number): Promise<number | undefined> {
+      const row = await db.selectFrom('replies').select('post_id').where('id', '=', replyId).executeTakeFirst();
+      return row?.post_id;
+    },
+
     /** Throws the unique violation of `reports_one_open` when the reporter has an open report of that subject. */
     insert(values: {
       reporter_id: number;

@@ -40,9 +40,10 @@ export async function findReportableSubject(
       return post && { type: 'post', id: post.id, postId: null, ownerId: post.owner_id };
     }
     case 'reply': {
-      const at = await db.selectFrom('replies').select('post_id').where('id', '=', subject.id).executeTakeFirst();
-      if (!at || !(await findVisiblePost(db, at.post_id, reporter))) return undefined;
-      const reply = await createRepliesRepository(db).findInPost(at.post_id, subject.id);
+      // A rule that hides single replies from a reader (beyond their post) belongs here, through the shared rule.
+      const postId = await createReportsRepository(db).postOfReply(subject.id);
+      if (postId === undefined || !(await findVisiblePost(db, postId, reporter))) return undefined;
+      const reply = await createRepliesRepository(db).findInPost(postId, subject.id);
       return reply && { type: 'reply', id: reply.id, postId: reply.post_id, ownerId: reply.author_id };
     }
     case 'user': {
