@@ -638,7 +638,7 @@ export interface paths {
         put?: never;
         /**
          * Report a post, a reply or a user
-         * @description Any signed-in user. The report starts `open` with an empty `resolution`; an omitted `comment` is `""`. A subject that does not exist, or that the caller may not see, is a 400 naming `subject.id` (the same answer for both); so is reporting oneself or one’s own post or reply. One open report per reporter and subject. Without a valid token the answer is 401 before the request is validated.
+         * @description Any signed-in user. The report starts `open` with an empty `resolution`; an omitted `comment` is `""`. A subject that does not exist, or that the caller may not see, is a 400 naming `subject.id` (the same answer for both); so is reporting oneself or one’s own post or reply. One open report per reporter and subject. A malformed request is a 400 whoever sends it; a well-formed one without a valid token is a 401.
          */
         post: operations["createReport"];
         delete?: never;
@@ -665,7 +665,7 @@ export interface paths {
         get: operations["getReport"];
         /**
          * Resolve, dismiss or reopen a report (admins)
-         * @description Admins only: the complete `{ status, resolution }`, not a patch. The rest of a report read before may be sent back and is ignored, except that an `id` differing from the path is a 400. Its reporter, if not an admin, gets 403; a report the caller may not read (another member’s) answers as one that does not exist. Reopening a report while the same reporter has another open report of the same subject is a 409. Without a valid token the answer is 401 before the request is validated.
+         * @description Admins only: the complete `{ status, resolution }`, not a patch. The rest of a report read before may be sent back and is ignored, except that an `id` differing from the path is a 400. Its reporter, if not an admin, gets 403; a report the caller may not read (another member’s) answers as one that does not exist. Reopening a report while the same reporter has another open report of the same subject is a 409. A malformed request is a 400 whoever sends it; a well-formed one without a valid token is a 401.
          */
         put: operations["replaceReport"];
         post?: never;

@@ -52,7 +52,7 @@ export function toReport(row: ReportRow, links: Links): Report {
 /** Its reporter and admins see a report; to anyone else it answers as one that does not exist (CONTRACT §2). */
 const mayRead = (caller: Caller, row: ReportRow) => row.reporter_id === caller.id || isAdmin(caller);
 
-const AUTH_FIRST = 'Without a valid token the answer is 401 before the request is validated.';
+const AUTH_FIRST = 'A malformed request is a 400 whoever sends it; a well-formed one without a valid token is a 401.';
 const NOT_VISIBLE = 'A report the caller may not read (another member’s) answers as one that does not exist.';
 
 /**
