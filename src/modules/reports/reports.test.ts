@@ -133,6 +133,7 @@ describe('POST /reports', () => {
   it.each([
     ['no token', { token: 'none' }, 401, undefined],
     ['a garbage token', { token: 'garbage' }, 401, undefined],
+    ['no token and a malformed body (400 comes first)', { token: 'none', body: { reason: 'spam' } }, 400, 'subject'],
     ['no subject', { body: { reason: 'spam' } }, 400, 'subject'],
     ['a subject that is a number', { body: { subject: 7, reason: 'spam' } }, 400, 'subject'],
     ['an unknown subject type', { body: { subject: { type: 'board', id: 1 }, reason: 'spam' } }, 400, 'subject.type'],
