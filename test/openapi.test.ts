@@ -173,14 +173,15 @@ describe('the OpenAPI document as a client contract', () => {
     const refs = (op: Operation) => (op.parameters ?? []).flatMap((p) => ('$ref' in p ? [p.$ref] : []));
     const statuses = (op: Operation) => Object.keys(op.responses ?? {});
     const conditional = ['/users/{user_id}', '/posts/{post_id}', '/posts/{post_id}/replies/{reply_id}', '/boards/{board_id}'];
-    for (const path of conditional) {
+    for (const path of [...conditional, '/reports/{report_id}']) {
       for (const method of ['put', 'delete'] as const) {
+        if (!paths[path]![method]) continue;
         expect(refs(paths[path]![method]!), `${method} ${path}`).toContain('#/components/parameters/IfMatch');
         expect(statuses(paths[path]![method]!), `${method} ${path}`).toContain('412');
       }
       expect(paths[path]!.put!.responses!['200']!.headers!.ETag, path).toEqual(header('ETag'));
     }
-    const creates = ['/users', '/users/{user_id}/followers', '/users/{user_id}/posts', '/posts/{post_id}/replies', '/posts/{post_id}/recommends', '/boards'];
+    const creates = ['/users', '/users/{user_id}/followers', '/users/{user_id}/posts', '/posts/{post_id}/replies', '/posts/{post_id}/recommends', '/boards', '/reports'];
     for (const path of creates) {
       const op = paths[path]!.post!;
       expect(refs(op), path).toContain('#/components/parameters/IdempotencyKey');
@@ -207,9 +208,10 @@ describe('the OpenAPI document as a client contract', () => {
     expect(Object.keys((byId.get('getPost') as { responses: object }).responses)).toContain('401');
     expect(byId.get('replaceUser')?.security).toEqual([{ bearerAuth: [] }]);
     for (const [where, op] of operationsOf(document)) expect(op.security, where).toBeDefined();
-    // Every read is public but the feed (self or admin, CONTRACT §4).
+    // Every read is public but the feed (self or admin, CONTRACT §4) and reports (their reporter, admins: §9).
+    const signedInReads = ['GET /users/{user_id}/feed', 'GET /reports', 'GET /reports/{report_id}'];
     for (const [where, op] of operationsOf(document).filter(([where]) => where.startsWith('GET '))) {
-      expect(op.security, where).toEqual(where === 'GET /users/{user_id}/feed' ? [{ bearerAuth: [] }] : []);
+      expect(op.security, where).toEqual(signedInReads.includes(where) ? [{ bearerAuth: [] }] : []);
     }
   });
 
@@ -427,6 +429,30 @@ describe('the OpenAPI document against the headers the service really sends', ()
     await send('PUT', '/boards/{board_id}', `/boards/${boardId}`, 200, { token: alice.token, body: boardPut });
     await send('PUT', '/boards/{board_id}', `/boards/${boardId}`, 412, { token: alice.token, body: boardPut, headers: { 'if-match': '"stale"' } });
     await send('DELETE', '/boards/{board_id}', `/boards/${boardId}`, 200, { token: alice.token });
+
+    const reports = '/reports';
+    const flagged = (await send('POST', reports, reports, 201, { token: bob.token, body: { subject: { type: 'user', id: alice.id }, reason: 'spam' } })).json();
+    const reportKey = { 'idempotency-key': `"${uniqueName('key')}"` };
+    await send('POST', reports, reports, 409, { token: bob.token, body: { subject: { type: 'user', id: alice.id }, reason: 'spam' }, headers: reportKey });
+    await send('POST', reports, reports, 400, { token: bob.token, body: { subject: { type: 'user', id: 999999 }, reason: 'spam' } });
+    await send('POST', reports, reports, 401, { body: { subject: { type: 'user', id: alice.id }, reason: 'spam' } });
+    await send('POST', reports, reports, 422, { token: bob.token, body: { subject: { type: 'user', id: alice.id }, reason: 'other' }, headers: reportKey });
+    await getTwice(reports, reports, admin.token);
+    await send('GET', reports, '/reports?status=closed', 400, { token: admin.token });
+    await send('GET', reports, reports, 403, { token: bob.token });
+    await send('GET', reports, reports, 401);
+    const report = `${reports}/{report_id}`;
+    await getTwice(report, `/reports/${flagged.id}`, bob.token);
+    await send('GET', report, `/reports/${flagged.id}`, 404, { token: alice.token });
+    await send('GET', report, `/reports/${flagged.id}`, 401);
+    const resolve = { status: 'resolved', resolution: 'Warned' };
+    await send('PUT', report, `/reports/${flagged.id}`, 200, { token: admin.token, body: resolve });
+    await send('PUT', report, `/reports/${flagged.id}`, 412, { token: admin.token, body: resolve, headers: { 'if-match': '"stale"' } });
+    await send('PUT', report, `/reports/${flagged.id}`, 403, { token: bob.token, body: resolve });
+    await send('PUT', report, `/reports/${flagged.id}`, 404, { token: alice.token, body: resolve });
+    await send('PUT', report, `/reports/${flagged.id}`, 400, { token: admin.token, body: {} });
+    await send('POST', reports, reports, 201, { token: bob.token, body: { subject: { type: 'user', id: alice.id }, reason: 'abuse' } });
+    await send('PUT', report, `/reports/${flagged.id}`, 409, { token: admin.token, body: { status: 'open', resolution: '' } });
 
     // Every path: a method it does not take, a plain OPTIONS (both 405 with Allow) and a CORS preflight (204).
     for (const template of Object.keys(document.paths)) {

@@ -39,6 +39,7 @@ export default fp(
           { name: 'replies', description: 'Replies to posts' },
           { name: 'recommends', description: 'Users who recommend a post' },
           { name: 'boards', description: 'The bulletin board (envelope interface)' },
+          { name: 'reports', description: 'Members flag content; admins act on it' },
           { name: 'system', description: 'Health, metrics and this document' },
           { name: 'cors', description: 'CORS preflights, and the 405 with Allow of methods a path does not take' },
         ],
