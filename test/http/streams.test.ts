@@ -1,7 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { recordStreamEvent } from '../../src/modules/streams/events.js';
 import { backend } from '../helpers/database.js';
 import {
@@ -748,9 +748,13 @@ function headStream(base: string, options: { headers?: Record<string, string>; l
   });
 }
 
-/** Asks for a stream that the server refuses, and answers its status, Retry-After and problem detail. */
+/** Asks for a stream that the server should refuse: its status, Retry-After and problem detail (opened: closed at once). */
 async function refused(...args: Parameters<typeof openSse>) {
   const stream = await openSse(...args);
+  if (stream.status === 200) {
+    stream.close();
+    return { status: 200 };
+  }
   await stream.ended();
   return { status: stream.status, retryAfter: Number(stream.headers['retry-after']), detail: (JSON.parse(stream.body) as { detail: string }).detail };
 }
@@ -795,35 +799,44 @@ describe('event streams without a token behind a trusted proxy, and the part of 
   // TRUST_PROXY=1: the test client plays the proxy, and the last X-Forwarded-For entry is the client's address.
   const own = ownServer({ TRUST_PROXY: '1', STREAM_MAX_PER_USER: '2', STREAM_MAX: '10' });
   const via = (...chain: string[]) => ({ headers: { 'x-forwarded-for': chain.join(', ') } });
+  // Each test starts with no stream open, whatever the one before it left.
+  const opened: SseStream[] = [];
+  const sse = async (...args: Parameters<typeof openSse>) => {
+    const stream = await openSse(...args);
+    opened.push(stream);
+    return stream;
+  };
+  afterEach(async () => {
+    for (const stream of opened.splice(0)) stream.close();
+    await expect.poll(() => metric(own.server.url, 'corkboard_streams_open'), { timeout: 10_000, interval: 100 }).toBe(0);
+  });
 
   it('counts the rightmost untrusted X-Forwarded-For entry, whatever the client puts before it; IPv6 by its /64', async () => {
     const { server } = own;
-    const held = [await openSse(server.url, '/posts', via('10.9.9.1', '198.51.100.1')), await openSse(server.url, '/posts', via('10.9.9.2', '198.51.100.1'))];
+    const held = [await sse(server.url, '/posts', via('10.9.9.1', '198.51.100.1')), await sse(server.url, '/posts', via('10.9.9.2', '198.51.100.1'))];
     expect(held.map((s) => s.status)).toEqual([200, 200]);
     expect((await refused(server.url, '/posts', via('10.9.9.3', '198.51.100.1'))).status).toBe(429);
     expect((await refused(server.url, '/posts', via('198.51.100.1'))).status).toBe(429);
-    held.push(await openSse(server.url, '/posts', via('198.51.100.1', '198.51.100.2')));
+    held.push(await sse(server.url, '/posts', via('198.51.100.1', '198.51.100.2')));
     expect(held[2]!.status).toBe(200);
-    held.push(await openSse(server.url, '/posts', via('2001:db8:1:2::1')), await openSse(server.url, '/posts', via('2001:db8:1:2::ffff')));
+    held.push(await sse(server.url, '/posts', via('2001:db8:1:2::1')), await sse(server.url, '/posts', via('2001:db8:1:2::ffff')));
     expect(held.slice(3).map((s) => s.status)).toEqual([200, 200]);
     expect((await refused(server.url, '/posts', via('2001:db8:1:2:abcd::7'))).status).toBe(429);
-    held.push(await openSse(server.url, '/posts', via('2001:db8:1:3::1')));
+    held.push(await sse(server.url, '/posts', via('2001:db8:1:3::1')));
     expect(held[5]!.status).toBe(200);
-    for (const stream of held) stream.close();
-    await expect.poll(() => metric(server.url, 'corkboard_streams_open'), { timeout: 10_000, interval: 100 }).toBe(0);
   });
 
   it('anonymous streams hold at most 9 of STREAM_MAX=10 (more: 503 with Retry-After); a signed-in user still opens the 10th', async () => {
     const { server } = own;
     const anonymous = [];
-    for (let i = 0; i < 9; i++) anonymous.push(await openSse(server.url, '/posts', via(`192.0.2.${Math.floor(i / 2) + 1}`)));
+    for (let i = 0; i < 9; i++) anonymous.push(await sse(server.url, '/posts', via(`192.0.2.${Math.floor(i / 2) + 1}`)));
     expect(anonymous.map((s) => s.status)).toEqual(Array(9).fill(200));
     const tenth = await refused(server.url, '/posts', via('192.0.2.100'));
     expect(tenth).toEqual({ status: 503, retryAfter: 5, detail: 'Too many event streams without a token on this server; sign in, or retry later' });
     expect(await headStream(server.url, via('192.0.2.100'))).toBe(503);
 
     const member = await signUp(server.url, 'reserve_member');
-    const signedIn = await openSse(server.url, '/posts', { token: member.token });
+    const signedIn = await sse(server.url, '/posts', { token: member.token });
     expect(signedIn.status).toBe(200);
     // Now STREAM_MAX itself is reached, for everyone.
     const full = await refused(server.url, '/posts', { token: member.token });
@@ -832,10 +845,9 @@ describe('event streams without a token behind a trusted proxy, and the part of 
     // An anonymous stream that closes gives its place back to anonymous streams.
     anonymous.shift()!.close();
     await expect.poll(() => headStream(server.url, via('192.0.2.100')), { timeout: 10_000, interval: 100 }).toBe(200);
-    anonymous.push(await openSse(server.url, '/posts', via('192.0.2.100')));
+    anonymous.push(await sse(server.url, '/posts', via('192.0.2.100')));
     expect(anonymous[8]!.status).toBe(200);
     expect((await refused(server.url, '/posts', via('192.0.2.101'))).status).toBe(503);
-    for (const stream of [...anonymous, signedIn]) stream.close();
   });
 });
 
