@@ -175,9 +175,11 @@ describe('GET /tokens/{token_id}', () => {
     const other = await signUp(app);
     const id = await idOf(app, a.token);
     const token = who === 'owner' ? a.token : who === 'other' ? other.token : undefined;
-    const res = await call(app, 'GET', `/tokens/${target === 'existing' ? id : target === 'missing' ? 424242 : target}`, { token });
+    const url = `/tokens/${target === 'existing' ? id : target === 'missing' ? 424242 : target}`;
+    const res = await call(app, 'GET', url, { token });
     expect(res.statusCode).toBe(status);
     expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect((await call(app, 'HEAD', url, { token })).statusCode).toBe(status);
     if (status === 404) expect(res.json().detail).toBe('token not found'); // the same words for both 404s
   });
 
@@ -195,6 +197,8 @@ describe('GET /tokens/{token_id}', () => {
     for (const id of [revoked, expired, superseded]) {
       expect((await call(app, 'GET', `/tokens/${id}`, { token: a.token })).statusCode).toBe(404);
       expect((await call(app, 'GET', `/tokens/${id}`, { token: admin.token })).statusCode).toBe(404);
+      // DELETE agrees with GET on what exists: a dead token is no token to revoke.
+      expect((await call(app, 'DELETE', `/tokens/${id}`, { token: a.token })).statusCode).toBe(400);
     }
     expect((await call(app, 'GET', `/tokens/${await idOf(app, a.token)}`, { token: a.token })).statusCode).toBe(200);
   });
