@@ -56,12 +56,12 @@ describe('routes that require a bearer token', () => {
       expect(res.json(), `${method} ${path}`).toMatchObject(board ? { code: '401', data: null } : { status: 401 });
       checked.push(op.operationId);
     }
-    // Every write of the contract, and the feed, is among them.
+    // Every write of the contract, the feed and the token reads are among them.
     expect(checked.sort()).toEqual(
       [
         'changePassword', 'createBoard', 'createFollower', 'createPost', 'createRecommend', 'createReply',
         'deleteAllUsers', 'deleteBoard', 'deleteFollower', 'deletePost', 'deleteRecommend', 'deleteReply',
-        'deleteToken', 'deleteUser', 'getFeed', 'replaceBoard', 'replacePost', 'replaceReply', 'replaceUser',
+        'deleteToken', 'deleteUser', 'getFeed', 'getToken', 'listUserTokens', 'replaceBoard', 'replacePost', 'replaceReply', 'replaceUser',
       ].sort(),
     );
   });
