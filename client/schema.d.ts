@@ -18,11 +18,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsHealth"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -39,11 +35,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsMetrics"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -60,11 +52,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsOpenapiJson"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -94,11 +82,7 @@ export interface paths {
          * @description Admin only. Removes every user, the caller included, and everything that is theirs.
          */
         delete: operations["deleteAllUsers"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsers"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -126,11 +110,7 @@ export interface paths {
          * @description The user themself or an admin. Removes the user and everything that is theirs in one transaction. A user that does not exist is a 400 (seed §7).
          */
         delete: operations["deleteUser"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -150,11 +130,7 @@ export interface paths {
         put: operations["changePassword"];
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdPassword"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -174,11 +150,7 @@ export interface paths {
          */
         post: operations["createToken"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsTokens"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -190,19 +162,39 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Read a signed-in token (a session), without its secret
+         * @description Its owner or an admin. A token that is revoked, expired or not the caller's (unless the caller is an admin) is answered as one that does not exist.
+         */
+        get: operations["getToken"];
         put?: never;
         post?: never;
         /**
          * Revoke a token
-         * @description Its owner or an admin. A token that does not exist is a 400.
+         * @description Its owner or an admin. A token that does not exist is a 400. A token that is revoked, expired or not the caller's (unless the caller is an admin) is answered as one that does not exist.
          */
         delete: operations["deleteToken"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users/{user_id}/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
         /**
-         * CORS preflight; a method other than DELETE is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         * List a user's signed-in tokens (the devices signed in as them)
+         * @description The live tokens (neither revoked nor expired), newest first, paginated with `limit` and `cursor` (follow the `next` link); never their secrets. The user themself or an admin. Revoke one with DELETE /tokens/{token_id}.
          */
-        options: operations["optionsTokensTokenId"];
+        get: operations["listUserTokens"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -220,17 +212,13 @@ export interface paths {
          *
          *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          *
-         *     With `Accept: text/event-stream` the answer is a live stream of every post the caller may see (anonymous: public posts) (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
+         *     With `Accept: text/event-stream` the answer is a live stream of every post the caller may see (anonymous: public posts) (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user, and as many opened without a token per client address (more: 429 with Retry-After); at most STREAM_MAX per server (more: 503 with Retry-After), of which streams opened without a token may hold all but a tenth, kept for signed-in users (past that part: 503 with Retry-After). A stream whose token is revoked or expires is closed.
          */
         get: operations["listPosts"];
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPosts"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -260,11 +248,7 @@ export interface paths {
          * @description Its owner or an admin. Removes its replies and recommends too. A post that does not exist, or that the caller may not see, is a 400 (seed §7). Without a valid token the answer is 401 before the request is validated.
          */
         delete: operations["deletePost"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -290,11 +274,7 @@ export interface paths {
          */
         post: operations["createPost"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdPosts"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -310,17 +290,13 @@ export interface paths {
          * Read a user's home feed
          * @description Posts by the users user_id follows that user_id may see (judged for user_id, also when an admin reads it), newest first, paginated with `limit` and `cursor`. The user themself or an admin. Without a valid token the answer is 401 before the request is validated.
          *
-         *     With `Accept: text/event-stream` the answer is a live stream of the feed: posts by the users user_id follows that user_id may see (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
+         *     With `Accept: text/event-stream` the answer is a live stream of the feed: posts by the users user_id follows that user_id may see (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429 with Retry-After) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
          */
         get: operations["getFeed"];
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdFeed"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -346,11 +322,7 @@ export interface paths {
          */
         post: operations["createFollower"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdFollowers"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -376,11 +348,7 @@ export interface paths {
          * @description Either of the two users or an admin. Also removes the followed user's posts from the follower's feed. A relation that does not exist is a 400 (seed §7).
          */
         delete: operations["deleteFollower"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdFollowersFollowerId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -402,11 +370,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdFollowing"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -432,11 +396,7 @@ export interface paths {
          */
         post: operations["createReply"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostIdReplies"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -466,11 +426,7 @@ export interface paths {
          * @description Its author, the post's owner or an admin. A reply that does not exist, or one under a post the caller may not see, is a 400 (seed §7).
          */
         delete: operations["deleteReply"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostIdRepliesReplyId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -496,11 +452,7 @@ export interface paths {
          */
         post: operations["createRecommend"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostIdRecommends"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -526,11 +478,7 @@ export interface paths {
          * @description The recommending user or an admin. No such recommend, or a post the caller may not see, is a 400 (seed §7).
          */
         delete: operations["deleteRecommend"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostIdRecommendsUserId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -552,11 +500,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsBoardsList"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -582,11 +526,7 @@ export interface paths {
          */
         post: operations["createBoard"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsBoards"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -614,11 +554,55 @@ export interface paths {
          * @description The author or an admin. A board that does not exist is a 400 (seed §7).
          */
         delete: operations["deleteBoard"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/reports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
         /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         * List reports (admins)
+         * @description Admins only. Newest first, paginated with `limit` and `cursor`; `status` keeps the reports in that status.
          */
-        options: operations["optionsBoardsBoardId"];
+        get: operations["listReports"];
+        put?: never;
+        /**
+         * Report a post, a reply or a user
+         * @description Any signed-in user. The report starts `open` with an empty `resolution`; an omitted `comment` is `""`. A subject that does not exist, or that the caller may not see, is a 400 naming `subject.id` (the same answer for both); so is reporting oneself or one’s own post or reply. One open report per reporter and subject. A malformed request is a 400 whoever sends it; a well-formed one without a valid token is a 401.
+         */
+        post: operations["createReport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/reports/{report_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a report
+         * @description Its reporter and admins. A report the caller may not read (another member’s) answers as one that does not exist.
+         */
+        get: operations["getReport"];
+        /**
+         * Resolve, dismiss or reopen a report (admins)
+         * @description Admins only: the complete `{ status, resolution }`, not a patch. The rest of a report read before may be sent back and is ignored, except that an `id` differing from the path is a 400. Its reporter, if not an admin, gets 403; a report the caller may not read (another member’s) answers as one that does not exist. Reopening a report while the same reporter has another open report of the same subject is a 409. A malformed request is a 400 whoever sends it; a well-formed one without a valid token is a 401.
+         */
+        put: operations["replaceReport"];
+        post?: never;
+        delete?: never;
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -830,6 +814,17 @@ export interface components {
             /** @description 1–2000 characters */
             content: string;
         };
+        /** NewReport */
+        NewReport: {
+            subject: components["schemas"]["ReportSubject"];
+            /**
+             * @description Why it is reported
+             * @enum {unknown}
+             */
+            reason: "spam" | "abuse" | "illegal" | "other";
+            /** @description The reporter’s words, 0–1000 characters */
+            comment?: string;
+        };
         /** NewUser */
         NewUser: {
             /**
@@ -969,6 +964,97 @@ export interface components {
             /** @description Read-only; ignored */
             authorId?: unknown;
         };
+        /** Report */
+        Report: {
+            /** @description Assigned by the service */
+            id: number;
+            /** @description The user who reported it (kept when that user is deleted) */
+            reporterId: number;
+            subject: components["schemas"]["ReportSubject"];
+            /**
+             * @description Why it is reported
+             * @enum {unknown}
+             */
+            reason: "spam" | "abuse" | "illegal" | "other";
+            comment: string;
+            /**
+             * @description `open` until an admin resolves or dismisses it
+             * @enum {unknown}
+             */
+            status: "open" | "resolved" | "dismissed";
+            /** @description Set by admins; `""` until then */
+            resolution: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601, UTC
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601, UTC
+             */
+            updatedAt: string;
+            /** @description self, reporter (`/users/{reporterId}`), subject (the post, `/posts/{postId}/replies/{id}` or the user); a link to what was deleted since answers 404 */
+            links: components["schemas"]["Link"][];
+        };
+        /** ReportReplacement */
+        ReportReplacement: {
+            /**
+             * @description `open` until an admin resolves or dismisses it
+             * @enum {unknown}
+             */
+            status: "open" | "resolved" | "dismissed";
+            /** @description What the admins did or why they did nothing, 0–1000 characters */
+            resolution: string;
+            /** @description Ignored if equal to the path id; a different id is a 400 */
+            id?: number;
+            /** @description Read-only; ignored */
+            createdAt?: unknown;
+            /** @description Read-only; ignored */
+            updatedAt?: unknown;
+            /** @description Read-only; ignored */
+            links?: unknown;
+            /** @description Read-only; ignored */
+            reporterId?: unknown;
+            /** @description Read-only; ignored */
+            subject?: unknown;
+            /** @description Read-only; ignored */
+            reason?: unknown;
+            /** @description Read-only; ignored */
+            comment?: unknown;
+        };
+        /** ReportSubject */
+        ReportSubject: {
+            /**
+             * @description What is reported
+             * @enum {unknown}
+             */
+            type: "post" | "reply" | "user";
+            /**
+             * @description The id of the post, reply or user
+             * @example 1
+             */
+            id: number;
+        };
+        /** Session */
+        Session: {
+            /** @description Assigned by the service */
+            id: number;
+            /** @description Assigned by the service */
+            userId: number;
+            /**
+             * Format: date-time
+             * @description ISO 8601, UTC
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601, UTC
+             */
+            expiresAt: string;
+            /** @description self, user */
+            links: components["schemas"]["Link"][];
+        };
         /** Token */
         Token: {
             /** @description Assigned by the service */
@@ -1051,12 +1137,6 @@ export interface components {
         IfMatch: string;
         /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
         IfNoneMatchWrite: string;
-        /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-        Origin: string;
-        /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-        AccessControlRequestMethod: string;
-        /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-        AccessControlRequestHeaders: string;
         /** @description Makes the create safe to retry: a repeat with the same key and body, by the same caller to the same path within IDEMPOTENCY_TTL_SECONDS, gets the kept answer again (with Idempotent-Replayed: true); the same key with another body is 422, and 409 while its first request still runs */
         IdempotencyKey: string;
     };
@@ -1064,18 +1144,10 @@ export interface components {
     headers: {
         /** @description On a 415 for a request body sent with a Content-Encoding: bodies are taken uncompressed only */
         "Accept-Encoding": "identity";
-        /** @description CORS preflight: the request headers the browser asked to send (Access-Control-Request-Headers), all allowed */
-        "Access-Control-Allow-Headers": string;
-        /** @description CORS preflight: the methods of the interface, `GET, HEAD, POST, PUT, DELETE` */
-        "Access-Control-Allow-Methods": string;
         /** @description CORS: the request's Origin, echoed when the request had one (any origin may call the API) */
         "Access-Control-Allow-Origin": string;
         /** @description CORS, when the request had an Origin: the response headers a browser script may read (Location, Link, ETag, RateLimit, …) */
         "Access-Control-Expose-Headers": string;
-        /** @description CORS preflight: seconds a browser may keep this answer (600) */
-        "Access-Control-Max-Age": number;
-        /** @description On a 405: the methods this path takes, e.g. `DELETE, GET, HEAD, POST` */
-        Allow: string;
         /** @description On every answer to a GET, errors included: `no-cache`, with `private` when the request carried a token; `no-store` on a live event stream */
         "Cache-Control": string;
         /** @description Strong entity-tag of this representation; send it in If-None-Match or If-Match */
@@ -1195,52 +1267,6 @@ export interface operations {
             };
         };
     };
-    optionsHealth: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     getMetrics: {
         parameters: {
             query?: never;
@@ -1303,52 +1329,6 @@ export interface operations {
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     "Cache-Control": components["headers"]["Cache-Control"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsMetrics: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1446,52 +1426,6 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsOpenapiJson: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1973,52 +1907,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsers: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2586,55 +2474,6 @@ export interface operations {
             };
         };
     };
-    optionsUsersUserId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     changePassword: {
         parameters: {
             query?: never;
@@ -2822,55 +2661,6 @@ export interface operations {
             };
         };
     };
-    optionsUsersUserIdPassword: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than PUT: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     createToken: {
         parameters: {
             query?: never;
@@ -3026,44 +2816,146 @@ export interface operations {
             };
         };
     };
-    optionsTokens: {
+    getToken: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+                /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
             };
-            path?: never;
+            path: {
+                /** @description The token id (not the secret) */
+                token_id: number;
+            };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
+            /** @description The token */
+            200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description Not modified: If-None-Match matched the current ETag; no body */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Not a preflight, or a method other than POST: see Allow */
-            405: {
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such token */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3124,21 +3016,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description The caller may not do this */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3240,47 +3117,169 @@ export interface operations {
             };
         };
     };
-    optionsTokensTokenId: {
+    listUserTokens: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page */
+                limit?: number;
+                /** @description Opaque; copy it from the `next` link of the previous page */
+                cursor?: string;
+            };
             header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+                /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
             };
             path: {
-                /** @description The token id (not the secret) */
-                token_id: number;
+                /** @description The user id */
+                user_id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
+            /** @description A page of tokens */
+            200: {
+                headers: {
+                    Link: components["headers"]["Link"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"][];
+                };
+            };
+            /** @description Not modified: If-None-Match matched the current ETag; no body */
+            304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Not a preflight, or a method other than DELETE: see Allow */
-            405: {
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such user */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3377,7 +3376,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Too many requests; see Retry-After */
+            /** @description Too many requests; see Retry-After; with `Accept: text/event-stream`, also too many streams open for this user (without a token: from this client address) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3410,7 +3409,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The database is unavailable or too slow; retry after Retry-After */
+            /** @description The database is unavailable or too slow; retry after Retry-After; with `Accept: text/event-stream`, also too many streams open on this server (without a token: in the part of it they may hold) */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3421,52 +3420,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsPosts: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4019,55 +3972,6 @@ export interface operations {
             };
         };
     };
-    optionsPostsPostId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     listUserPosts: {
         parameters: {
             query?: {
@@ -4452,55 +4356,6 @@ export interface operations {
             };
         };
     };
-    optionsUsersUserIdPosts: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     getFeed: {
         parameters: {
             query?: {
@@ -4624,7 +4479,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Too many requests; see Retry-After */
+            /** @description Too many requests; see Retry-After; with `Accept: text/event-stream`, also too many streams open for this user */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4657,7 +4512,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The database is unavailable or too slow; retry after Retry-After */
+            /** @description The database is unavailable or too slow; retry after Retry-After; with `Accept: text/event-stream`, also too many streams open on this server */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4668,55 +4523,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdFeed: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5109,55 +4915,6 @@ export interface operations {
             };
         };
     };
-    optionsUsersUserIdFollowers: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     getFollower: {
         parameters: {
             query?: never;
@@ -5478,57 +5235,6 @@ export interface operations {
             };
         };
     };
-    optionsUsersUserIdFollowersFollowerId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user who is followed */
-                user_id: number;
-                /** @description The user who follows */
-                follower_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     listFollowing: {
         parameters: {
             query?: {
@@ -5676,55 +5382,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdFollowing: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6093,55 +5750,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsPostsPostIdReplies: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6700,57 +6308,6 @@ export interface operations {
             };
         };
     };
-    optionsPostsPostIdRepliesReplyId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-                /** @description The reply id */
-                reply_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     listRecommends: {
         parameters: {
             query?: {
@@ -7135,55 +6692,6 @@ export interface operations {
             };
         };
     };
-    optionsPostsPostIdRecommends: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     getRecommend: {
         parameters: {
             query?: never;
@@ -7504,57 +7012,6 @@ export interface operations {
             };
         };
     };
-    optionsPostsPostIdRecommendsUserId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-                /** @description The id of the user who recommended the post */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     listBoards: {
         parameters: {
             query?: {
@@ -7683,52 +7140,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EnvelopeError"];
-                };
-            };
-        };
-    };
-    optionsBoardsList: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8059,52 +7470,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EnvelopeError"];
-                };
-            };
-        };
-    };
-    optionsBoards: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8657,51 +8022,721 @@ export interface operations {
             };
         };
     };
-    optionsBoardsBoardId: {
+    listReports: {
+        parameters: {
+            query?: {
+                /** @description Only reports in this status */
+                status?: "open" | "resolved" | "dismissed";
+                /** @description Items per page */
+                limit?: number;
+                /** @description Opaque; copy it from the `next` link of the previous page */
+                cursor?: string;
+            };
+            header?: {
+                /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of reports */
+            200: {
+                headers: {
+                    Link: components["headers"]["Link"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"][];
+                };
+            };
+            /** @description Not modified: If-None-Match matched the current ETag; no body */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createReport: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+                /** @description Makes the create safe to retry: a repeat with the same key and body, by the same caller to the same path within IDEMPOTENCY_TTL_SECONDS, gets the kept answer again (with Idempotent-Replayed: true); the same key with another body is 422, and 409 while its first request still runs */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewReport"];
+            };
+        };
+        responses: {
+            /** @description The new report; Location names it */
+            201: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            /** @description Malformed request, or a subject that does not exist, that the caller may not see, or that is their own */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller already has an open report of this subject; or a request with this Idempotency-Key is still running (retry after Retry-After) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body is not JSON in UTF-8 (Content-Type: application/json), or is sent with a Content-Encoding */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Accept-Encoding": components["headers"]["Accept-Encoding"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This Idempotency-Key was used with a different body */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getReport: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
             };
             path: {
-                /** @description The board id */
-                board_id: number;
+                /** @description The report id */
+                report_id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
+            /** @description The report */
+            200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            /** @description Not modified: If-None-Match matched the current ETag; no body */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
-            405: {
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EnvelopeError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such report */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    replaceReport: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
+                "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
+            };
+            path: {
+                /** @description The report id */
+                report_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportReplacement"];
+            };
+        };
+        responses: {
+            /** @description The updated report */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such report */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Reopening: the reporter has another open report of the same subject */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
+            412: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body is not JSON in UTF-8 (Content-Type: application/json), or is sent with a Content-Encoding */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Accept-Encoding": components["headers"]["Accept-Encoding"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };

@@ -69,9 +69,12 @@ export const ConfigSchema = Type.Object({
   shutdownGraceMs: Type.Integer({ minimum: 0, maximum: 600_000 }),
   /** Live streams (CONTRACT §7): a `: keep-alive` comment after this many seconds without an event. */
   streamHeartbeatSeconds: Type.Integer({ minimum: 1, maximum: 3600 }),
-  /** Open streams per signed-in user (more: 429): across processes with REDIS_URL, else per process. */
+  /**
+   * Open streams per signed-in user, and per client address for streams opened without a token (more: 429): across
+   * processes with REDIS_URL, else per process.
+   */
   streamMaxPerUser: Type.Integer({ minimum: 1, maximum: 10_000 }),
-  /** Open streams per process (more: 503 with Retry-After). */
+  /** Open streams per process (more: 503 with Retry-After); a tenth is kept for signed-in users (streams.plugin.ts). */
   streamMax: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
   /** How often the token of an open stream is checked again; a revoked or expired one ends the stream. */
   streamAuthRecheckSeconds: Type.Integer({ minimum: 1, maximum: 60 }),

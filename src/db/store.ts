@@ -4,7 +4,7 @@ import type { Database } from './types.js';
 export type Dialect = 'sqlite' | 'postgres';
 
 /** The tables whose rows a transaction may lock (see `Tx.lockRows`). */
-export type LockableTable = 'users' | 'posts' | 'replies' | 'boards';
+export type LockableTable = 'users' | 'posts' | 'replies' | 'boards' | 'reports';
 
 export interface TransactionOptions {
   /**

@@ -19,6 +19,7 @@ export interface Database {
   stream_events: StreamEventsTable;
   stream_position: StreamPositionTable;
   idempotency_keys: IdempotencyKeysTable;
+  reports: ReportsTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -171,6 +172,29 @@ export interface IdempotencyKeysTable {
   body: string | null;
 }
 
+export type ReportSubjectType = 'post' | 'reply' | 'user';
+export type ReportReason = 'spam' | 'abuse' | 'illegal' | 'other';
+export type ReportStatus = 'open' | 'resolved' | 'dismissed';
+
+/**
+ * Reports (CONTRACT §9). No foreign keys: a report stays when its subject or its reporter is deleted, and keeps
+ * their ids. At most one open report per (reporter_id, subject_type, subject_id): a partial unique index.
+ */
+export interface ReportsTable {
+  id: Generated<number>;
+  reporter_id: number;
+  subject_type: ReportSubjectType;
+  subject_id: number;
+  /** The post a reported reply was written under (its path includes it); null for a post or a user. */
+  subject_post_id: number | null;
+  reason: ReportReason;
+  comment: string;
+  status: ReportStatus;
+  resolution: string;
+  created_at: string;
+  updated_at: string;
+}
+
 export type UserRow = Selectable<UsersTable>;
 export type NewUserRow = Insertable<UsersTable>;
 export type UserRowUpdate = Updateable<UsersTable>;
@@ -181,3 +205,4 @@ export type PostRowUpdate = Updateable<PostsTable>;
 export type ReplyRow = Selectable<RepliesTable>;
 export type BoardRow = Selectable<BoardsTable>;
 export type IdempotencyKeyRow = Selectable<IdempotencyKeysTable>;
+export type ReportRow = Selectable<ReportsTable>;

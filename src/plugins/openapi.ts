@@ -22,7 +22,13 @@ export default fp(
           license: { name: 'MIT', identifier: 'MIT' },
           description:
             'Community API: users, a follow graph, posts with replies and recommends, and a bulletin board. ' +
-            'Errors are RFC 9457 problem details, except under /boards, which answers in the {code, message, data} envelope.',
+            'Errors are RFC 9457 problem details, except under /boards, which answers in the {code, message, data} envelope.\n\n' +
+            'Protocol-level answers, not listed as operations: HEAD is answered wherever GET is. A CORS preflight (OPTIONS ' +
+            'with Origin and Access-Control-Request-Method) is answered 204 on every path, neither rate-limited nor ' +
+            'authenticated, with Access-Control-Allow-Methods (`GET, HEAD, POST, PUT, DELETE`), Access-Control-Allow-Headers ' +
+            '(the headers asked for) and Access-Control-Max-Age (600); any origin may call the API (credentials are bearer ' +
+            'tokens, not cookies). A method a path does not take, a plain OPTIONS included, is 405 with Allow naming the ' +
+            "methods it takes, in the path's error shape.",
         },
         // Relative: "Try it out" calls the origin /docs was loaded from (localhost, 127.0.0.1, a proxy's name), which
         // the page's CSP (connect-src 'self') allows; PUBLIC_URL stays the base of the links in the answers. It
@@ -39,8 +45,8 @@ export default fp(
           { name: 'replies', description: 'Replies to posts' },
           { name: 'recommends', description: 'Users who recommend a post' },
           { name: 'boards', description: 'The bulletin board (envelope interface)' },
+          { name: 'reports', description: 'Members flag content; admins act on it' },
           { name: 'system', description: 'Health, metrics and this document' },
-          { name: 'cors', description: 'CORS preflights, and the 405 with Allow of methods a path does not take' },
         ],
       },
       transformObject: (documentObject) => transformDocument('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject),

@@ -33,8 +33,8 @@ export interface RouteTraits {
 }
 
 /** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
-const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}']);
-const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards']);
+const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}', '/reports/{}']);
+const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards', '/reports']);
 /** Operational routes that do not touch the database (/health does). */
 const WITHOUT_DATABASE = new Set(['/metrics', '/openapi.json']);
 
@@ -59,8 +59,9 @@ export function routeTraits(method: string, url: string, options: { security?: u
 
 /**
  * Response header schemas by their canonical name; openapi.ts turns each into a `components.headers` entry. The
- * headers every answer may carry (Vary, the CORS pair) are declared on every response below; the preflight's and
- * the 405's on the OPTIONS operations the document transform adds to each path.
+ * headers every answer may carry (Vary, the CORS pair) are declared on every response below. The CORS preflight's
+ * headers and the 405's Allow belong to no operation (the document has no OPTIONS operations, see
+ * openapi-transform.ts); the document's description names them.
  */
 export const RESPONSE_HEADERS = {
   'X-Request-Id': {
@@ -90,13 +91,6 @@ export const RESPONSE_HEADERS = {
     type: 'string',
     description: 'CORS, when the request had an Origin: the response headers a browser script may read (Location, Link, ETag, RateLimit, …)',
   },
-  'Access-Control-Allow-Methods': { type: 'string', description: 'CORS preflight: the methods of the interface, `GET, HEAD, POST, PUT, DELETE`' },
-  'Access-Control-Allow-Headers': {
-    type: 'string',
-    description: 'CORS preflight: the request headers the browser asked to send (Access-Control-Request-Headers), all allowed',
-  },
-  'Access-Control-Max-Age': { type: 'integer', minimum: 0, description: 'CORS preflight: seconds a browser may keep this answer (600)' },
-  Allow: { type: 'string', description: 'On a 405: the methods this path takes, e.g. `DELETE, GET, HEAD, POST`' },
   'X-Accel-Buffering': {
     type: 'string',
     enum: ['no'],

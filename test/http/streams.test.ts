@@ -1,6 +1,7 @@
+import http from 'node:http';
 import net from 'node:net';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { recordStreamEvent } from '../../src/modules/streams/events.js';
 import { backend } from '../helpers/database.js';
 import {
@@ -726,5 +727,154 @@ describe.skipIf(backend !== 'postgres')('STREAM_MAX_PER_USER across two processe
     const third = await openSse(b.url, '/posts', { token: member.token });
     expect(third.status).toBe(200);
     for (const s of [second, third, ...others]) s.close();
+  });
+});
+
+/** A HEAD asking for a stream: checked against the limits as a GET is, and holding no seat. */
+function headStream(base: string, options: { headers?: Record<string, string>; localAddress?: string } = {}): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${base}/posts`, {
+      method: 'HEAD',
+      agent: false,
+      ...(options.localAddress ? { localAddress: options.localAddress } : {}),
+      headers: { accept: 'text/event-stream', ...options.headers },
+    });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.end();
+  });
+}
+
+/** Asks for a stream that the server should refuse: its status, Retry-After and problem detail (opened: closed at once). */
+async function refused(...args: Parameters<typeof openSse>) {
+  const stream = await openSse(...args);
+  if (stream.status === 200) {
+    stream.close();
+    return { status: 200 };
+  }
+  await stream.ended();
+  return { status: stream.status, retryAfter: Number(stream.headers['retry-after']), detail: (JSON.parse(stream.body) as { detail: string }).detail };
+}
+
+describe('event streams without a token: STREAM_MAX_PER_USER per client address', () => {
+  const own = ownServer({ STREAM_MAX_PER_USER: '2' });
+
+  it('the third from one address is 429 whatever X-Forwarded-For says; another address, a signed-in user and a closed stream’s seat are not held back', async () => {
+    const { server } = own;
+    const held = [await openSse(server.url, '/posts'), await openSse(server.url, '/posts')];
+    expect(held.map((s) => s.status)).toEqual([200, 200]);
+    // Without TRUST_PROXY the address is the peer's: headers naming another one give no fresh count.
+    const spoofs: Array<Record<string, string>> = [
+      {},
+      { 'x-forwarded-for': '203.0.113.9' },
+      { 'x-forwarded-for': '203.0.113.9, 198.51.100.4' },
+      { forwarded: 'for=203.0.113.10', 'x-real-ip': '203.0.113.11' },
+    ];
+    for (const headers of spoofs) {
+      expect(await refused(server.url, '/posts', { headers })).toEqual({ status: 429, retryAfter: 5, detail: 'At most 2 event streams per client address without a token' });
+    }
+    expect(await headStream(server.url)).toBe(429);
+    // Another address has a count of its own.
+    const elsewhere = await openSse(server.url, '/posts', { localAddress: '127.0.0.2' });
+    expect(elsewhere.status).toBe(200);
+    // A signed-in user at the same address is counted as the user.
+    const member = await signUp(server.url, 'anon_limit_member');
+    const mine = [await openSse(server.url, '/posts', { token: member.token }), await openSse(server.url, `/users/${member.id}/feed`, { token: member.token })];
+    expect(mine.map((s) => s.status)).toEqual([200, 200]);
+
+    // A closed stream gives its seat back (the refusals and the HEAD held none), and only one.
+    held[0]!.close();
+    await expect.poll(() => headStream(server.url), { timeout: 10_000, interval: 100 }).toBe(200);
+    held[0] = await openSse(server.url, '/posts');
+    expect(held[0].status).toBe(200);
+    expect((await refused(server.url, '/posts')).status).toBe(429);
+    for (const stream of [...held, elsewhere, ...mine]) stream.close();
+  });
+});
+
+describe('event streams without a token behind a trusted proxy, and the part of STREAM_MAX they cannot take', () => {
+  // TRUST_PROXY=1: the test client plays the proxy, and the last X-Forwarded-For entry is the client's address.
+  const own = ownServer({ TRUST_PROXY: '1', STREAM_MAX_PER_USER: '2', STREAM_MAX: '10' });
+  const via = (...chain: string[]) => ({ headers: { 'x-forwarded-for': chain.join(', ') } });
+  // Each test starts with no stream open, whatever the one before it left.
+  const opened: SseStream[] = [];
+  const sse = async (...args: Parameters<typeof openSse>) => {
+    const stream = await openSse(...args);
+    opened.push(stream);
+    return stream;
+  };
+  afterEach(async () => {
+    for (const stream of opened.splice(0)) stream.close();
+    await expect.poll(() => metric(own.server.url, 'corkboard_streams_open'), { timeout: 10_000, interval: 100 }).toBe(0);
+  });
+
+  it('counts the rightmost untrusted X-Forwarded-For entry, whatever the client puts before it; IPv6 by its /64', async () => {
+    const { server } = own;
+    const held = [await sse(server.url, '/posts', via('10.9.9.1', '198.51.100.1')), await sse(server.url, '/posts', via('10.9.9.2', '198.51.100.1'))];
+    expect(held.map((s) => s.status)).toEqual([200, 200]);
+    expect((await refused(server.url, '/posts', via('10.9.9.3', '198.51.100.1'))).status).toBe(429);
+    expect((await refused(server.url, '/posts', via('198.51.100.1'))).status).toBe(429);
+    held.push(await sse(server.url, '/posts', via('198.51.100.1', '198.51.100.2')));
+    expect(held[2]!.status).toBe(200);
+    held.push(await sse(server.url, '/posts', via('2001:db8:1:2::1')), await sse(server.url, '/posts', via('2001:db8:1:2::ffff')));
+    expect(held.slice(3).map((s) => s.status)).toEqual([200, 200]);
+    expect((await refused(server.url, '/posts', via('2001:db8:1:2:abcd::7'))).status).toBe(429);
+    held.push(await sse(server.url, '/posts', via('2001:db8:1:3::1')));
+    expect(held[5]!.status).toBe(200);
+  });
+
+  it('anonymous streams hold at most 9 of STREAM_MAX=10 (more: 503 with Retry-After); a signed-in user still opens the 10th', async () => {
+    const { server } = own;
+    const anonymous = [];
+    for (let i = 0; i < 9; i++) anonymous.push(await sse(server.url, '/posts', via(`192.0.2.${Math.floor(i / 2) + 1}`)));
+    expect(anonymous.map((s) => s.status)).toEqual(Array(9).fill(200));
+    const tenth = await refused(server.url, '/posts', via('192.0.2.100'));
+    expect(tenth).toEqual({ status: 503, retryAfter: 5, detail: 'Too many event streams without a token on this server; sign in, or retry later' });
+    expect(await headStream(server.url, via('192.0.2.100'))).toBe(503);
+
+    const member = await signUp(server.url, 'reserve_member');
+    const signedIn = await sse(server.url, '/posts', { token: member.token });
+    expect(signedIn.status).toBe(200);
+    // Now STREAM_MAX itself is reached, for everyone.
+    const full = await refused(server.url, '/posts', { token: member.token });
+    expect([full.status, full.retryAfter]).toEqual([503, 5]);
+
+    // An anonymous stream that closes gives its place back to anonymous streams.
+    anonymous.shift()!.close();
+    await expect.poll(() => headStream(server.url, via('192.0.2.100')), { timeout: 10_000, interval: 100 }).toBe(200);
+    anonymous.push(await sse(server.url, '/posts', via('192.0.2.100')));
+    expect(anonymous[8]!.status).toBe(200);
+    expect((await refused(server.url, '/posts', via('192.0.2.101'))).status).toBe(503);
+  });
+});
+
+describe.skipIf(backend !== 'postgres')('anonymous streams per client address across two processes sharing REDIS_URL', () => {
+  const prefix = `corkboard-seats-anon-${process.pid}-${Date.now()}:`;
+  const own = ownServers(2, { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: prefix, STREAM_MAX_PER_USER: '2' });
+  let a: ServerProcess;
+  let b: ServerProcess;
+  beforeAll(() => {
+    [a, b] = own.servers as [ServerProcess, ServerProcess];
+  });
+
+  it('counts an address’s streams on both processes together, and a closed stream frees a place on either', async () => {
+    const first = await openSse(a.url, '/posts');
+    const second = await openSse(b.url, '/posts');
+    expect([first.status, second.status]).toEqual([200, 200]);
+    for (const server of [a, b]) expect(await refused(server.url, '/posts')).toMatchObject({ status: 429, retryAfter: 5 });
+    // A signed-in user at that address, and another address, are counted apart.
+    const member = await signUp(a.url, 'anon_seats_member');
+    const others = [await openSse(b.url, '/posts', { token: member.token }), await openSse(a.url, '/posts', { localAddress: '127.0.0.2' })];
+    expect(others.map((s) => s.status)).toEqual([200, 200]);
+
+    first.close();
+    await expect.poll(() => headStream(b.url), { timeout: 10_000, interval: 100 }).toBe(200);
+    const third = await openSse(b.url, '/posts');
+    expect(third.status).toBe(200);
+    expect((await refused(a.url, '/posts')).status).toBe(429);
+    for (const stream of [second, third, ...others]) stream.close();
   });
 });

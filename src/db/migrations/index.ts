@@ -6,6 +6,8 @@ import * as fanoutQueue from './20261121T1100_fanout_queue.js';
 import * as visibleCounts from './20261125T0100_visible_post_counts_and_password_version.js';
 import * as idempotencyKeys from './20261125T0200_idempotency_keys.js';
 import * as streamEvents from './20261125T0200_stream_events.js';
+import * as tokensByUser from './20261127T0900_tokens_by_user.js';
+import * as reports from './20261127T1200_reports.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -19,4 +21,6 @@ export const migrations: Record<string, Migration> = {
   '20261125T0100_visible_post_counts_and_password_version': visibleCounts,
   '20261125T0200_idempotency_keys': idempotencyKeys,
   '20261125T0200_stream_events': streamEvents,
+  '20261127T0900_tokens_by_user': tokensByUser,
+  '20261127T1200_reports': reports,
 };

@@ -10,9 +10,10 @@ type JsonObject = { [key: string]: Json };
 
 const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-const STREAMS: Record<string, string> = {
-  listPosts: 'every post the caller may see (anonymous: public posts)',
-  getFeed: 'the feed: posts by the users user_id follows that user_id may see',
+/** What each streaming operation streams, and whether it may be opened without a token. */
+const STREAMS: Record<string, { what: string; anonymous: boolean }> = {
+  listPosts: { what: 'every post the caller may see (anonymous: public posts)', anonymous: true },
+  getFeed: { what: 'the feed: posts by the users user_id follows that user_id may see', anonymous: false },
 };
 
 const EVENT_STREAM_SCHEMA: JsonObject = {
@@ -40,8 +41,9 @@ const LAST_EVENT_ID: JsonObject = {
 
 /** Adds the event-stream description to `op` when it is one of the streaming operations. */
 export function documentEventStream(op: JsonObject): void {
-  const what = typeof op.operationId === 'string' ? STREAMS[op.operationId] : undefined;
-  if (what === undefined || !isObject(op.responses)) return;
+  const stream = typeof op.operationId === 'string' ? STREAMS[op.operationId] : undefined;
+  if (stream === undefined || !isObject(op.responses)) return;
+  const { what, anonymous } = stream;
   const ok = op.responses['200'];
   if (!isObject(ok)) return;
   const content = isObject(ok.content) ? ok.content : {};
@@ -52,8 +54,14 @@ export function documentEventStream(op: JsonObject): void {
   op.parameters = [...(Array.isArray(op.parameters) ? op.parameters : []), LAST_EVENT_ID];
   const streamNote =
     `\n\nWith \`Accept: text/event-stream\` the answer is a live stream of ${what} (server-sent events, ` +
-    '`Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per ' +
-    'server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.';
+    '`Cache-Control: no-store`). ' +
+    (anonymous
+      ? 'At most STREAM_MAX_PER_USER streams per user, and as many opened without a token per client address (more: ' +
+        '429 with Retry-After); at most STREAM_MAX per server (more: 503 with Retry-After), of which streams opened ' +
+        'without a token may hold all but a tenth, kept for signed-in users (past that part: 503 with Retry-After). '
+      : 'At most STREAM_MAX_PER_USER streams per user (more: 429 with Retry-After) and STREAM_MAX per server (more: ' +
+        '503 with Retry-After). ') +
+    'A stream whose token is revoked or expires is closed.';
   op.description = `${typeof op.description === 'string' ? op.description : ''}${streamNote}`;
   const problem = (description: string, retryAfter: boolean): JsonObject => ({
     description,
@@ -63,6 +71,13 @@ export function documentEventStream(op: JsonObject): void {
     },
     content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
   });
-  op.responses['429'] ??= problem('Too many event streams open for this user; see Retry-After', true);
-  op.responses['503'] ??= problem('Too many event streams open on this server, or the database is unavailable; see Retry-After', true);
+  // The route may declare these statuses already (rate limit, database unavailable): the stream's reasons are added.
+  const responses = op.responses;
+  const refusal = (status: string, reason: string) => {
+    const declared = responses[status];
+    if (isObject(declared)) declared.description = `${String(declared.description)}; with \`Accept: text/event-stream\`, also ${reason}`;
+    else responses[status] = problem(`${reason[0]!.toUpperCase()}${reason.slice(1)}; see Retry-After`, true);
+  };
+  refusal('429', `too many streams open for this user${anonymous ? ' (without a token: from this client address)' : ''}`);
+  refusal('503', `too many streams open on this server${anonymous ? ' (without a token: in the part of it they may hold)' : ''}`);
 }

@@ -134,7 +134,7 @@ describe('stream event log', () => {
   it('never registers a stream whose client left while it was opening, and gives its seat back', async () => {
     const app = await buildTestApp();
     await app.streams.start();
-    const seat = await app.streamSeats.take(1);
+    const seat = await app.streamSeats.take({ userId: 1 });
     expect(seat).toBeDefined();
     const released = vi.spyOn(seat!, 'release');
     const out = new PassThrough();
@@ -157,8 +157,8 @@ describe('stream event log', () => {
     expect(app.streams.size).toBe(0);
     expect(released).toHaveBeenCalled();
     // Its seat is free again: the user may open as many as before.
-    const seats = await Promise.all(Array.from({ length: 5 }, () => app.streamSeats.take(1)));
+    const seats = await Promise.all(Array.from({ length: 5 }, () => app.streamSeats.take({ userId: 1 })));
     expect(seats.every(Boolean)).toBe(true);
-    expect(await app.streamSeats.take(1)).toBeUndefined();
+    expect(await app.streamSeats.take({ userId: 1 })).toBeUndefined();
   });
 });
