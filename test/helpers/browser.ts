@@ -27,8 +27,11 @@ export function browserTestsRun(file: string): boolean {
   return chromiumInstalled || Boolean(process.env.CI);
 }
 
-/** The built server on a fresh database and a browser, for the file (beforeAll), torn down afterwards. */
-export function useServerAndBrowser(): { readonly server: ServerProcess; readonly browser: Browser } {
+/**
+ * The built server on a fresh database and a browser, for the file (beforeAll), torn down afterwards. `env`: more
+ * settings for the server (an admin to bootstrap, say).
+ */
+export function useServerAndBrowser(env: Record<string, string> = {}): { readonly server: ServerProcess; readonly browser: Browser } {
   let db: E2eDatabase | undefined;
   let server: ServerProcess | undefined;
   let browser: Browser | undefined;
@@ -37,7 +40,7 @@ export function useServerAndBrowser(): { readonly server: ServerProcess; readonl
     if (!chromiumInstalled) throw new Error(MISSING);
     db = await e2eDatabase();
     [server, browser] = await Promise.all([
-      startServer({ databaseUrl: db.url }),
+      startServer({ databaseUrl: db.url, env }),
       chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 30_000 }),
     ]);
   }, 60_000);
