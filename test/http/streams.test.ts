@@ -54,7 +54,7 @@ async function follow(base: string, followee: Member, follower: Member) {
 }
 
 /** The number of an event id (`<number>-<tag>`): ids are opaque, but this part increases. */
-const seq = (id: string | undefined) => Number(/^(\d+)-[0-9a-f]{12}$/.exec(id ?? '')?.[1]);
+const seq = (id: string | undefined) => Number(/^(\d+)(?:-[0-9a-f]{12})?$/.exec(id ?? '')?.[1]);
 
 const isPost = (kind: string, id: number) => (e: SseEvent) => e.event === kind && (JSON.parse(e.data) as { id: number }).id === id;
 const postIds = (stream: SseStream, kind = 'post.created') =>

@@ -114,7 +114,8 @@ export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
  *
  * The pump reads the log for live delivery: one run at a time reads the events after `position` in id order (ids
  * follow commit order, see events.ts) and hands each to every live subscriber, judging visibility for each at that
- * moment (a follow looked up once per event for all the subscribers who need it). It is kicked after a local
+ * moment (a follow looked up once per event for all the subscribers who need it) and rendering the post from its
+ * current row, read then: the log keeps no copy of it (see deliver). It is kicked after a local
  * commit, by PostgreSQL's NOTIFY (or Redis) for commits of other processes, and by a slow poll as a safety net.
  *
  * A subscriber that is not live catches up on its own (`catchUp`): one resuming from Last-Event-ID, and one the
