@@ -14,7 +14,8 @@ import { freePort, npmStartCommand, run, startServer, type ServerProcess } from 
  * Builds, starts the built server on a fresh database, writes --posts posts of --size characters, then opens
  * --streams raw connections that send GET /posts with Accept: text/event-stream and a Last-Event-ID from before
  * the first post, and never read. Samples the server's RSS for --hold seconds and prints it before, at its peak and
- * at the end, and how many of the streams the server had ended by then. Everything it starts it stops.
+ * at the end, how many of the streams the server had ended by then, and the machine's TCP buffer memory (the
+ * kernel's, on both ends of the loopback connections: what the server wrote that never stayed in its own memory). Everything it starts it stops.
  */
 
 const HELP = `Usage: npx tsx bench/stream-replay-memory.ts [options]
@@ -50,6 +51,13 @@ const cfg = {
   size: int('size', args.size, 10_000),
   hold: int('hold', args.hold, 20),
 };
+
+/** Memory the kernel holds for every TCP socket of the machine (sockstat's pages), in MB: what never reached RSS. */
+function kernelTcpMb(): number | undefined {
+  const line = fs.readFileSync('/proc/net/sockstat', 'utf8').split('\n').find((l) => l.startsWith('TCP:'));
+  const pages = line ? /\bmem (\d+)/.exec(line)?.[1] : undefined;
+  return pages === undefined ? undefined : Math.round((Number(pages) * 4096) / 1024 / 1024);
+}
 
 const log = (text: string) => process.stdout.write(`[replay-memory] ${text}\n`);
 const mb = (n: number) => Math.round(n);
@@ -170,6 +178,7 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 1000));
 
     const before = srv.rss();
+    const kernelBefore = kernelTcpMb();
     const peak = srv.sampleRss();
     let ended = 0;
     const sockets: net.Socket[] = [];
@@ -183,7 +192,7 @@ async function main(): Promise<void> {
     for (let s = 1; s <= cfg.hold; s++) {
       await new Promise((r) => setTimeout(r, 1000));
       if (srv.exitStatus() !== undefined) break;
-      if (s % 5 === 0) samples.push(`${s}s ${mb(srv.rss())}`);
+      if (s % 5 === 0) samples.push(`${s}s ${mb(srv.rss())} (kernel TCP ${kernelTcpMb()})`);
     }
     const peakMb = peak.stop();
     const result = {
@@ -196,6 +205,8 @@ async function main(): Promise<void> {
       rssPeakMb: mb(peakMb),
       rssEndMb: srv.exitStatus() === undefined ? mb(srv.rss()) : undefined,
       perStreamKb: Math.round(((peakMb - before) * 1024) / cfg.streams),
+      kernelTcpBeforeMb: kernelBefore,
+      kernelTcpEndMb: kernelTcpMb(),
       endedByServer: ended,
       serverExit: srv.exitStatus(),
     };
