@@ -362,10 +362,12 @@ describe('event streams', () => {
   });
 
   it('answers a malformed Last-Event-ID with 400 before opening the stream', async () => {
-    for (const bad of ['abc', '-1', '1.5', '007', '9007199254740992', '99999999999999999999']) {
+    // The tag is 12 lowercase hex digits, after the number and one hyphen.
+    const tags = ['1-ABCDEF012345', '1-abcdef01234', '1-abcdef0123456', '1-', '-abcdef012345', '1-abcdef012345-x', '1 abcdef012345', '007-abcdef012345'];
+    for (const bad of ['abc', '-1', '1.5', '007', '9007199254740992', '99999999999999999999', ...tags]) {
       const res = await sse(server.url, '/posts', { lastEventId: bad });
       await res.ended();
-      expect(res.status).toBe(400);
+      expect([bad, res.status]).toEqual([bad, 400]);
       expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
       expect(JSON.parse(res.body)).toMatchObject({ status: 400, errors: [{ field: 'Last-Event-ID' }] });
     }
