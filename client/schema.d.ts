@@ -3299,7 +3299,7 @@ export interface operations {
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
-                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400. */
+                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received, e.g. `42-9f2c4a7be013`; ids are opaque: a number that increases, then a random tag). The events after it that the subscriber may see are replayed in order, each post as it is now (or `post.deleted` when it is gone or hidden from the subscriber), then the stream goes on live. An id no longer kept, never sent by this database (`0` included) or from before a restore of the database gets `event: reset` first. Malformed: 400. */
                 "Last-Event-ID"?: string;
             };
             path?: never;
@@ -4367,7 +4367,7 @@ export interface operations {
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
-                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400. */
+                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received, e.g. `42-9f2c4a7be013`; ids are opaque: a number that increases, then a random tag). The events after it that the subscriber may see are replayed in order, each post as it is now (or `post.deleted` when it is gone or hidden from the subscriber), then the stream goes on live. An id no longer kept, never sent by this database (`0` included) or from before a restore of the database gets `event: reset` first. Malformed: 400. */
                 "Last-Event-ID"?: string;
             };
             path: {

@@ -124,15 +124,20 @@ export interface StreamEventsTable {
   owner_id: number;
   visibility: Visibility;
   previous_visibility: Visibility | null;
-  /** The post's row as written, JSON. */
-  post: string;
+  /** Random, part of the id a client sees (`<id>-<tag>`): an id handed out again after a restore differs by it. */
+  tag: string;
+  /** A post deleted with its owner's account: the owner's followers before (JSON array), on the account's first event. */
+  followers: string | null;
+  /** The account's other events: the id of the event that lists the followers. */
+  followers_in: number | null;
   created_at: string;
 }
 
-/** One row: the last stream event id handed out. */
+/** One row: the last stream event id handed out, and that event's tag. */
 export interface StreamPositionTable {
   id: number;
   last_id: number;
+  tag: string;
 }
 
 /** Running totals kept by triggers (name 'boards': the number of boards), so that no request counts a table. */

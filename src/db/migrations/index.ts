@@ -7,6 +7,7 @@ import * as visibleCounts from './20261125T0100_visible_post_counts_and_password
 import * as idempotencyKeys from './20261125T0200_idempotency_keys.js';
 import * as streamEvents from './20261125T0200_stream_events.js';
 import * as tokensByUser from './20261127T0900_tokens_by_user.js';
+import * as streamEventTags from './20261127T1000_stream_event_tags.js';
 import * as reports from './20261127T1200_reports.js';
 
 /**
@@ -22,5 +23,6 @@ export const migrations: Record<string, Migration> = {
   '20261125T0200_idempotency_keys': idempotencyKeys,
   '20261125T0200_stream_events': streamEvents,
   '20261127T0900_tokens_by_user': tokensByUser,
+  '20261127T1000_stream_event_tags': streamEventTags,
   '20261127T1200_reports': reports,
 };

@@ -22,10 +22,10 @@ const EVENT_STREAM_SCHEMA: JsonObject = {
     'Server-sent events (text/event-stream). First a `retry:` line, then events, each with an `id:` line: ' +
     '`post.created` and `post.updated` (`data:` the post exactly as GET /posts/{post_id} shows it to this ' +
     'subscriber; an edit of the post, not a reply or recommend moving its counters), `post.deleted` (`data: {"id": <post id>}`; also sent when an update hides a post this subscriber ' +
-    'could see), and `reset` (`data: {}`: the Last-Event-ID is no longer kept; refetch the collection). ' +
+    'could see), and `reset` (`data: {}`: the Last-Event-ID cannot be resumed from; refetch the collection). ' +
     'A `: keep-alive` comment when STREAM_HEARTBEAT_SECONDS pass without an event.',
   examples: [
-    'retry: 2000\n\nid: 42\nevent: post.created\ndata: {"id":7,"title":"Hello",…}\n\nid: 43\nevent: post.deleted\ndata: {"id":7}\n\n',
+    'retry: 2000\n\nid: 42-9f2c4a7be013\nevent: post.created\ndata: {"id":7,"title":"Hello",…}\n\nid: 43-07c1d8e2a4b6\nevent: post.deleted\ndata: {"id":7}\n\n',
   ],
 };
 
@@ -34,9 +34,12 @@ const LAST_EVENT_ID: JsonObject = {
   in: 'header',
   required: false,
   description:
-    'With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it ' +
-    'that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400.',
-  schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,14})$' },
+    'With `Accept: text/event-stream`: resume after this event id (the last `id:` received, e.g. `42-9f2c4a7be013`; ' +
+    'ids are opaque: a number that increases, then a random tag). The events after it that the subscriber may see ' +
+    'are replayed in order, each post as it is now (or `post.deleted` when it is gone or hidden from the ' +
+    'subscriber), then the stream goes on live. An id no longer kept, never sent by this database (`0` included) ' +
+    'or from before a restore of the database gets `event: reset` first. Malformed: 400.',
+  schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,15})(-[0-9a-f]{12})?$' },
 };
 
 /** Adds the event-stream description to `op` when it is one of the streaming operations. */
