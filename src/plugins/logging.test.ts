@@ -4,6 +4,8 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../app.js';
 import { testConfig } from '../../test/helpers/build-test-app.js';
 import { freshDatabase } from '../../test/helpers/database.js';
+import { DatabaseUnavailableError } from '../db/errors.js';
+import { AppError } from '../shared/errors.js';
 import { createLogger, loggerOptions } from './logging.js';
 
 type Line = Record<string, unknown>;
@@ -26,6 +28,12 @@ async function appLoggingAt(level: string): Promise<{ app: FastifyInstance; line
     void reply.send({ first: true });
     void reply.send({ second: true });
     return reply;
+  });
+  app.get('/test/refuse', () => {
+    throw new AppError(503, 'Too many open event streams on this server; retry later', undefined, { 'retry-after': '5' });
+  });
+  app.get('/test/unavailable', () => {
+    throw new DatabaseUnavailableError('could not connect to PostgreSQL', { cause: new Error('connect ECONNREFUSED 127.0.0.1:5432') });
   });
   app.get('/test/child', (request) => {
     request.log.child({ step: 'lookup' }).warn('slow step');
@@ -75,6 +83,25 @@ describe('request logging', () => {
     const failed = await app.inject({ method: 'GET', url: '/test/boom', headers: { 'x-request-id': 'log-test-2' } });
     expect(failed.statusCode).toBe(500);
     expect(lines).toEqual([expect.objectContaining({ level: 50, reqId: 'log-test-2', msg: 'request failed', err: expect.objectContaining({ message: 'boom' }) })]);
+  });
+
+  it('a 503 the service chooses (STREAM_MAX reached) is one warning without a stack; the database unavailable stays an error with its cause', async () => {
+    const { app, lines } = await appLoggingAt('warn');
+    const refused = await app.inject({ method: 'GET', url: '/test/refuse', headers: { 'x-request-id': 'log-test-6' } });
+    expect(refused.statusCode).toBe(503);
+    expect(refused.headers['retry-after']).toBe('5');
+    expect(lines).toEqual([
+      { level: 40, time: expect.any(Number), pid: expect.any(Number), hostname: expect.any(String), reqId: 'log-test-6', status: 503, detail: 'Too many open event streams on this server; retry later', msg: 'request refused' },
+    ]);
+    lines.length = 0;
+
+    const failed = await app.inject({ method: 'GET', url: '/test/unavailable', headers: { 'x-request-id': 'log-test-7' } });
+    expect(failed.statusCode).toBe(503);
+    expect(lines).toEqual([expect.objectContaining({ level: 50, reqId: 'log-test-7', msg: 'request failed' })]);
+    // pino's serializer folds the cause into the message and the stack.
+    const err = lines[0]?.err as { message?: string; stack?: string };
+    expect(err.message).toBe('could not connect to PostgreSQL: connect ECONNREFUSED 127.0.0.1:5432');
+    expect(err.stack).toMatch(/^DatabaseUnavailableError: could not connect to PostgreSQL\n\s+at [^]*caused by: Error: connect ECONNREFUSED/);
   });
 
   it("Fastify's own warnings about a request go through its logger, with the request id", async () => {
