@@ -127,7 +127,7 @@ describe('the OpenAPI document as a client contract', () => {
     expect(Object.keys(components.headers).sort()).toEqual([
       'Accept-Encoding', 'Access-Control-Allow-Headers', 'Access-Control-Allow-Methods', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers',
       'Access-Control-Max-Age', 'Allow', 'Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'RateLimit',
-      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Request-Id',
+      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Content-Type-Options', 'X-Request-Id',
     ]);
     expect(components.headers['Retry-After']!.schema.type).toBe('integer');
     for (const [where, op] of operationsOf(document)) {
@@ -138,6 +138,7 @@ describe('the OpenAPI document as a client contract', () => {
         // A whole TypeBox object given as `headers` used to show up as headers named type, required, properties.
         expect(Object.keys(headers), at).not.toEqual(expect.arrayContaining(['type']));
         expect(headers['X-Request-Id'], at).toEqual(header('X-Request-Id'));
+        expect(headers['X-Content-Type-Options'], at).toEqual(header('X-Content-Type-Options'));
         for (const name of ['Vary', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers']) expect(headers[name], `${at} ${name}`).toEqual(header(name));
         if (where.startsWith('GET ')) expect(headers['Cache-Control'], at).toEqual(header('Cache-Control'));
         if (limited) {
@@ -159,6 +160,7 @@ describe('the OpenAPI document as a client contract', () => {
     // A 405 belongs to a path, not to the operations it has: each path's OPTIONS documents it, and the preflight.
     for (const [path, item] of Object.entries(paths)) {
       expect(item.options?.responses?.['405']?.headers?.Allow, path).toEqual(header('Allow'));
+      for (const status of ['204', '405']) expect(item.options?.responses?.[status]?.headers?.['X-Content-Type-Options'], path).toEqual(header('X-Content-Type-Options'));
       expect(item.options?.responses?.['204']?.headers?.['Access-Control-Allow-Methods'], path).toEqual(header('Access-Control-Allow-Methods'));
       expect(item.options?.security, path).toEqual([]);
     }

@@ -235,6 +235,7 @@ function optionsOperation(path: string, item: JsonObject): JsonObject {
         description: 'The preflight is allowed; no body',
         headers: headerRefs(
           'X-Request-Id',
+          'X-Content-Type-Options',
           'Vary',
           'Access-Control-Allow-Origin',
           'Access-Control-Expose-Headers',
@@ -245,7 +246,7 @@ function optionsOperation(path: string, item: JsonObject): JsonObject {
       },
       '405': {
         description: `Not a preflight, or a method other than ${methods}: see Allow`,
-        headers: headerRefs('X-Request-Id', 'Allow', 'Vary', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers'),
+        headers: headerRefs('X-Request-Id', 'X-Content-Type-Options', 'Allow', 'Vary', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers'),
         content: error,
       },
     },

@@ -67,6 +67,11 @@ export const RESPONSE_HEADERS = {
     type: 'string',
     description: 'The request id: a sane incoming X-Request-Id echoed, else one generated. Also in the log line.',
   },
+  'X-Content-Type-Options': {
+    type: 'string',
+    enum: ['nosniff'],
+    description: 'On every answer: a browser takes the body as its Content-Type says, never as a type it guessed',
+  },
   Location: { type: 'string', format: 'uri', description: 'Absolute URL of the created resource' },
   Link: { type: 'string', description: 'RFC 8288 `<url>; rel="next"` while more items follow' },
   ETag: { type: 'string', description: 'Strong entity-tag of this representation; send it in If-None-Match or If-Match' },
@@ -188,6 +193,7 @@ function documentRoute(route: RouteOptions): void {
       const headers: Record<string, unknown> = { ...headerMap(entry.headers) };
       const declare = (name: ResponseHeader) => (headers[name] ??= RESPONSE_HEADERS[name]);
       declare('X-Request-Id');
+      declare('X-Content-Type-Options');
       declare('Vary');
       declare('Access-Control-Allow-Origin');
       declare('Access-Control-Expose-Headers');
