@@ -161,7 +161,13 @@ function documentRoute(route: RouteOptions): void {
     if (schema.body || schema.params || schema.querystring || t.conditionalGet || t.conditionalWrite || t.idempotentCreate) {
       add(400, 'Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors`');
     }
-    if (t.bearer) add(401, 'The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate)');
+    // Every route answers an Authorization header that is no bearer credential (another scheme) 401 (auth.ts).
+    add(
+      401,
+      t.bearer
+        ? 'The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate)'
+        : 'The Authorization header is not a bearer credential (`Bearer <token>`); without one no token is needed (see WWW-Authenticate)',
+    );
     if (t.idempotentCreate) {
       const running = 'a request with this Idempotency-Key is still running (retry after Retry-After)';
       const own = response[409];
