@@ -34,7 +34,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics (text exposition format) */
+        /**
+         * Prometheus metrics (text exposition format)
+         * @description Open to anyone, unless the server sets METRICS_TOKEN: then `Authorization: Bearer <METRICS_TOKEN>` is needed.
+         */
         get: operations["getMetrics"];
         put?: never;
         post?: never;
@@ -1323,7 +1326,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The Authorization header is not a bearer credential (`Bearer <token>`); without one no token is needed (see WWW-Authenticate) */
+            /** @description METRICS_TOKEN is set and the request does not carry it as its bearer token (a user's token does not do), or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -202,7 +202,11 @@ describe('the OpenAPI document as a client contract', () => {
   it('says security: [] on every public operation, those where a token is optional included', async () => {
     const document = await buildOpenApiDocument();
     const byId = new Map(operationsOf(document).map(([, op]) => [op.operationId, op]));
-    for (const id of ['getHealth', 'getMetrics', 'getOpenApi', 'createUser', 'createToken']) expect(byId.get(id)?.security, id).toEqual([]);
+    for (const id of ['getHealth', 'getOpenApi', 'createUser', 'createToken']) expect(byId.get(id)?.security, id).toEqual([]);
+    // /metrics: no token, or the server's METRICS_TOKEN when it sets one (never a user's token); its 401 is listed.
+    expect(byId.get('getMetrics')?.security).toEqual([{}, { metricsToken: [] }]);
+    expect(Object.keys((byId.get('getMetrics') as { responses: object }).responses)).toContain('401');
+    expect((document.components as { securitySchemes: object }).securitySchemes).toMatchObject({ metricsToken: { type: 'http', scheme: 'bearer' } });
     // A token is optional on public reads: still `security: []`, the optional token said in words, its 401 listed.
     expect(byId.get('getPost')?.security).toEqual([]);
     expect(byId.get('getPost')?.description).toMatch(/bearer token may be sent/);
@@ -211,7 +215,7 @@ describe('the OpenAPI document as a client contract', () => {
     for (const [where, op] of operationsOf(document)) expect(op.security, where).toBeDefined();
     // Every read is public but the feed (self or admin, CONTRACT §4).
     for (const [where, op] of operationsOf(document).filter(([where]) => where.startsWith('GET '))) {
-      expect(op.security, where).toEqual(where === 'GET /users/{user_id}/feed' ? [{ bearerAuth: [] }] : []);
+      expect(op.security, where).toEqual(where === 'GET /users/{user_id}/feed' ? [{ bearerAuth: [] }] : where === 'GET /metrics' ? [{}, { metricsToken: [] }] : []);
     }
   });
 

@@ -29,7 +29,10 @@ export default fp(
         // also keeps the committed openapi.json independent of the machine's PUBLIC_URL.
         servers: [{ url: '/', description: 'The origin this document is served from' }],
         components: {
-          securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'A token from POST /tokens' } },
+          securitySchemes: {
+            bearerAuth: { type: 'http', scheme: 'bearer', description: 'A token from POST /tokens' },
+            metricsToken: { type: 'http', scheme: 'bearer', description: 'The server\'s METRICS_TOKEN, for GET /metrics when it is set' },
+          },
         },
         tags: [
           { name: 'users', description: 'Accounts' },
