@@ -139,7 +139,7 @@ describe('the OpenAPI document as a client contract', () => {
     expect(Object.keys(components.headers).sort()).toEqual([
       'Accept-Encoding', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers',
       'Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'RateLimit',
-      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Request-Id',
+      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Content-Type-Options', 'X-Request-Id',
     ]);
     expect(components.headers['Retry-After']!.schema.type).toBe('integer');
     for (const [where, op] of operationsOf(document)) {
@@ -150,6 +150,7 @@ describe('the OpenAPI document as a client contract', () => {
         // A whole TypeBox object given as `headers` used to show up as headers named type, required, properties.
         expect(Object.keys(headers), at).not.toEqual(expect.arrayContaining(['type']));
         expect(headers['X-Request-Id'], at).toEqual(header('X-Request-Id'));
+        expect(headers['X-Content-Type-Options'], at).toEqual(header('X-Content-Type-Options'));
         for (const name of ['Vary', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers']) expect(headers[name], `${at} ${name}`).toEqual(header(name));
         if (where.startsWith('GET ')) expect(headers['Cache-Control'], at).toEqual(header('Cache-Control'));
         if (limited) {
@@ -209,7 +210,11 @@ describe('the OpenAPI document as a client contract', () => {
   it('says security: [] on every public operation, those where a token is optional included', async () => {
     const document = await buildOpenApiDocument();
     const byId = new Map(operationsOf(document).map(([, op]) => [op.operationId, op]));
-    for (const id of ['getHealth', 'getMetrics', 'getOpenApi', 'createUser', 'createToken']) expect(byId.get(id)?.security, id).toEqual([]);
+    for (const id of ['getHealth', 'getOpenApi', 'createUser', 'createToken']) expect(byId.get(id)?.security, id).toEqual([]);
+    // /metrics: no token, or the server's METRICS_TOKEN when it sets one (never a user's token); its 401 is listed.
+    expect(byId.get('getMetrics')?.security).toEqual([{}, { metricsToken: [] }]);
+    expect(Object.keys((byId.get('getMetrics') as { responses: object }).responses)).toContain('401');
+    expect((document.components as { securitySchemes: object }).securitySchemes).toMatchObject({ metricsToken: { type: 'http', scheme: 'bearer' } });
     // A token is optional on public reads: still `security: []`, the optional token said in words, its 401 listed.
     expect(byId.get('getPost')?.security).toEqual([]);
     expect(byId.get('getPost')?.description).toMatch(/bearer token may be sent/);
@@ -220,7 +225,7 @@ describe('the OpenAPI document as a client contract', () => {
     // admins: §9).
     const signedIn = ['GET /users/{user_id}/feed', 'GET /tokens/{token_id}', 'GET /users/{user_id}/tokens', 'GET /reports', 'GET /reports/{report_id}'];
     for (const [where, op] of operationsOf(document).filter(([where]) => where.startsWith('GET '))) {
-      expect(op.security, where).toEqual(signedIn.includes(where) ? [{ bearerAuth: [] }] : []);
+      expect(op.security, where).toEqual(signedIn.includes(where) ? [{ bearerAuth: [] }] : where === 'GET /metrics' ? [{}, { metricsToken: [] }] : []);
     }
   });
 
