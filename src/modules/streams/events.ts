@@ -182,7 +182,7 @@ export function createEventsRepository(db: Kysely<Database>) {
      * streams that need it (every feed stream), often thousands. Most owners have fewer followers than that: their
      * followers are one read, matched here. A list of thousands of candidates in `IN (…)` 500 at a time was ten
      * statements an event for 5,000 feed streams, and on PostgreSQL the pump fell behind the benchmark's posts
-     * (bench/README.md, "Live streams"). An owner with more followers than candidates (a celebrity) would make that
+     * (bench/README.md, "Figures behind choices in the code"). An owner with more followers than candidates (a celebrity) would make that
      * read as long as their following: the read stops one row past the candidates' count, and then the candidates
      * are looked up among the owner's follows instead, so the work is bounded by the streams, not by the followers.
      */

@@ -127,7 +127,7 @@ export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
  * subscriber was live) or by the catch-up (it was not): nothing twice, nothing lost in between.
  *
  * While no stream is open the pump does not run: a kick only marks the hub `idle`. Every post write kicks it, and
- * reading the log back after each one was work for nobody (bench/README.md, "the stream pump with no stream open").
+ * reading the log back after each one was work for nobody (bench/README.md, "Figures behind choices in the code").
  * The next run first moves `position` to the end of the log; a stream that opens meanwhile joins in that run,
  * before its answer starts.
  */
