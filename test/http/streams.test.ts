@@ -776,6 +776,33 @@ describe('event stream limits and shutdown', () => {
   });
 });
 
+describe('event streams whose client leaves while its token is looked up', () => {
+  const own = ownServer({ STREAM_MAX_PER_USER: '2' });
+
+  it('are never registered: no stream stays open and the user\'s seats come back', async () => {
+    const { server } = own;
+    const member = await signUp(server.url, 'early_leaver');
+    // Sent and cut off within a few milliseconds, at every moment of the opening (before, during and after the token
+    // lookup, which on PostgreSQL is a round trip the client can leave during).
+    for (let i = 0; i < 40; i++) {
+      await new Promise<void>((resolve) => {
+        const socket = net.connect(server.port, '127.0.0.1', () => {
+          socket.write(`GET /posts HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${member.token}\r\n\r\n`);
+          setTimeout(() => {
+            socket.destroy();
+            resolve();
+          }, i % 4);
+        });
+        socket.on('error', () => resolve());
+      });
+    }
+    await expect.poll(() => metric(server.url, 'corkboard_streams_open'), { timeout: 10_000, interval: 100 }).toBe(0);
+    const streams = [await openSse(server.url, '/posts', { token: member.token }), await openSse(server.url, '/posts', { token: member.token })];
+    expect(streams.map((s) => s.status)).toEqual([200, 200]);
+    for (const stream of streams) stream.close();
+  });
+});
+
 const WAKEUPS: Array<{ through: string; env: Record<string, string> }> = [
   { through: 'PostgreSQL LISTEN/NOTIFY', env: {} },
   { through: 'Redis pub/sub (REDIS_URL)', env: { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: `corkboard-sse-${process.pid}:` } },

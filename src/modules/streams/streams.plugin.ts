@@ -131,6 +131,9 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
   // log is awaited below (the hub then never registers it), or a stream that cannot open (add removes it).
   reply.raw.once('close', () => app.streams.remove(sub));
   out.on('error', () => app.streams.remove(sub));
+  // A client that left while its token was looked up (before this handler) closed the response already: no 'close'
+  // comes any more, so it is removed now, and is never registered (its seat, taken below, goes back in add).
+  if (reply.raw.destroyed) app.streams.remove(sub);
   if (open.caller) {
     const seat = await app.streamSeats.take({ userId: open.caller.id });
     if (!seat) {
