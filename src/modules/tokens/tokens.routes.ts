@@ -152,7 +152,10 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const token = await tokens.findLive(toId(request.params.token_id), new Date().toISOString());
       // Another member's token is answered as a missing one (CONTRACT §2), as GET /tokens/{token_id} answers it.
       if (!token || (token.user_id !== caller.id && caller.role !== 'admin')) throw AppError.badRequest('token_id', 'names no token');
-      await app.store.transaction(({ db }) => createTokensRepository(db).remove(token.id));
+      // Two revocations of one token at once: the one that deleted nothing finds no such token, like a later one.
+      if (!(await app.store.transaction(({ db }) => createTokensRepository(db).remove(token.id)))) {
+        throw AppError.badRequest('token_id', 'names no token');
+      }
       return { deleted: 1 };
     },
   );
