@@ -207,9 +207,15 @@ describe('the OpenAPI document as a client contract', () => {
     expect(Object.keys((byId.get('getPost') as { responses: object }).responses)).toContain('401');
     expect(byId.get('replaceUser')?.security).toEqual([{ bearerAuth: [] }]);
     for (const [where, op] of operationsOf(document)) expect(op.security, where).toBeDefined();
-    // Every read is public but the feed (self or admin, CONTRACT §4).
+    // Every read is public but the feed and notifications (self or admin, CONTRACT §4, §10).
+    const signedInReads = new Set([
+      'GET /users/{user_id}/feed',
+      'GET /users/{user_id}/notifications',
+      'GET /users/{user_id}/notifications/{notification_id}',
+      'GET /users/{user_id}/notifications/marker',
+    ]);
     for (const [where, op] of operationsOf(document).filter(([where]) => where.startsWith('GET '))) {
-      expect(op.security, where).toEqual(where === 'GET /users/{user_id}/feed' ? [{ bearerAuth: [] }] : []);
+      expect(op.security, where).toEqual(signedInReads.has(where) ? [{ bearerAuth: [] }] : []);
     }
   });
 
@@ -394,6 +400,19 @@ describe('the OpenAPI document against the headers the service really sends', ()
     await getTwice('/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token);
     await send('GET', '/users/{user_id}/feed', `/users/${bob.id}/feed`, 401);
     await send('GET', '/users/{user_id}/feed', `/users/${alice.id}/feed`, 403, { token: bob.token });
+    const notifications = '/users/{user_id}/notifications';
+    const [note] = (await getTwice(notifications, `/users/${alice.id}/notifications`, alice.token)).json();
+    await send('GET', notifications, `/users/${alice.id}/notifications?types=bogus`, 400, { token: alice.token });
+    await send('GET', notifications, `/users/${alice.id}/notifications`, 401);
+    await send('GET', notifications, `/users/${alice.id}/notifications`, 403, { token: bob.token });
+    await send('GET', notifications, '/users/999999/notifications', 404, { token: admin.token });
+    await getTwice(`${notifications}/{notification_id}`, `/users/${alice.id}/notifications/${note.id}`, alice.token);
+    await send('GET', `${notifications}/{notification_id}`, `/users/${alice.id}/notifications/999999`, 404, { token: alice.token });
+    await getTwice(`${notifications}/marker`, `/users/${alice.id}/notifications/marker`, alice.token);
+    await send('PUT', `${notifications}/marker`, `/users/${alice.id}/notifications/marker`, 200, { token: alice.token, body: { lastReadId: note.id } });
+    await send('PUT', `${notifications}/marker`, `/users/${alice.id}/notifications/marker`, 400, { token: alice.token, body: {} });
+    await send('PUT', `${notifications}/marker`, `/users/${alice.id}/notifications/marker`, 403, { token: admin.token, body: { lastReadId: 1 } });
+    await send('PUT', `${notifications}/marker`, '/users/999999/notifications/marker', 404, { token: admin.token, body: { lastReadId: 1 } });
     await send('DELETE', `${followers}/{follower_id}`, `/users/${alice.id}/followers/${bob.id}`, 200, { token: bob.token });
 
     const replies = '/posts/{post_id}/replies';

@@ -19,6 +19,8 @@ export interface Database {
   stream_events: StreamEventsTable;
   stream_position: StreamPositionTable;
   idempotency_keys: IdempotencyKeysTable;
+  notifications: NotificationsTable;
+  notification_markers: NotificationMarkersTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -171,6 +173,26 @@ export interface IdempotencyKeysTable {
   body: string | null;
 }
 
+export type NotificationType = 'follow' | 'reply' | 'recommend' | 'mention';
+
+/** Notifications (CONTRACT §10): who is told, who caused it, and the post and reply it is about, if any. */
+export interface NotificationsTable {
+  id: Generated<number>;
+  recipient_id: number;
+  actor_id: number;
+  type: NotificationType;
+  post_id: number | null;
+  reply_id: number | null;
+  created_at: string;
+}
+
+/** A user's notification read marker (no row: 0). */
+export interface NotificationMarkersTable {
+  user_id: number;
+  last_read_id: number;
+}
+
+export type NotificationRow = Selectable<NotificationsTable>;
 export type UserRow = Selectable<UsersTable>;
 export type NewUserRow = Insertable<UsersTable>;
 export type UserRowUpdate = Updateable<UsersTable>;

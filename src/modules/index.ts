@@ -8,6 +8,7 @@ import followersRoutes from './followers/followers.routes.js';
 import repliesRoutes from './replies/replies.routes.js';
 import recommendsRoutes from './recommends/recommends.routes.js';
 import boardsRoutes from './boards/boards.routes.js';
+import notificationsRoutes from './notifications/notifications.routes.js';
 
 /** Every resource module, registered explicitly (no autoload): the list below is the whole API. */
 const modules: FastifyPluginAsync = async (app) => {
@@ -20,6 +21,7 @@ const modules: FastifyPluginAsync = async (app) => {
   await app.register(repliesRoutes);
   await app.register(recommendsRoutes);
   await app.register(boardsRoutes);
+  await app.register(notificationsRoutes);
 };
 
 export default modules;

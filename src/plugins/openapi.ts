@@ -39,6 +39,7 @@ export default fp(
           { name: 'replies', description: 'Replies to posts' },
           { name: 'recommends', description: 'Users who recommend a post' },
           { name: 'boards', description: 'The bulletin board (envelope interface)' },
+          { name: 'notifications', description: 'What others did that concerns a user: follows, replies, recommends, mentions' },
           { name: 'system', description: 'Health, metrics and this document' },
           { name: 'cors', description: 'CORS preflights, and the 405 with Allow of methods a path does not take' },
         ],

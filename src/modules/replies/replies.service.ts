@@ -1,6 +1,7 @@
 import type { Store, Tx } from '../../db/store.js';
 import type { ReplyRow } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
+import { notifyReply, replyEdited } from '../notifications/notifications.service.js';
 import { createRepliesRepository } from './replies.repository.js';
 
 /**
@@ -27,6 +28,7 @@ export async function createReply(
       content: input.content,
       created_at: new Date().toISOString(),
     });
+    await notifyReply(tx, row); // notifications (CONTRACT §10)
     await withinTransaction?.(tx, row);
     return row;
   });
@@ -58,7 +60,9 @@ export function replaceReply(
   return store.transaction(async (tx) => {
     const checked = await lockForPrecondition(tx, id, options.ifMatch);
     if (!checked) return undefined;
-    return createRepliesRepository(tx.db).update(postId, id, { content, updated_at: updatedAfter(checked.seen) });
+    const row = await createRepliesRepository(tx.db).update(postId, id, { content, updated_at: updatedAfter(checked.seen) });
+    if (row) await replyEdited(tx, row); // notifications (CONTRACT §10)
+    return row;
   });
 }
 
