@@ -633,6 +633,8 @@ export interface paths {
         /**
          * List a user's notifications
          * @description Newest first, paginated with `limit` and `cursor`; `types` keeps only the listed types. The user themself or an admin; what is listed is what the user may see (a notification about a post hidden from them is left out).
+         *
+         *     With `Accept: text/event-stream` the answer is a live stream of the user's notifications (CONTRACT §10) (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
          */
         get: operations["listNotifications"];
         put?: never;
@@ -8829,6 +8831,8 @@ export interface operations {
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400. */
+                "Last-Event-ID"?: string;
             };
             path: {
                 /** @description The user id */
@@ -8838,7 +8842,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of notifications */
+            /** @description A page of notifications; with `Accept: text/event-stream`, a live stream of the user's notifications (CONTRACT §10) */
             200: {
                 headers: {
                     Link: components["headers"]["Link"];
@@ -8850,10 +8854,12 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     ETag: components["headers"]["ETag"];
+                    "X-Accel-Buffering": components["headers"]["X-Accel-Buffering"];
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Notification"][];
+                    "text/event-stream": string;
                 };
             };
             /** @description Not modified: If-None-Match matched the current ETag; no body */

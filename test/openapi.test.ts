@@ -457,10 +457,14 @@ describe('the OpenAPI document against the headers the service really sends', ()
       await send('OPTIONS', template, url, 204, { headers: { 'access-control-request-method': 'PUT', 'access-control-request-headers': 'authorization' } });
     }
 
-    // The live streams: GET /posts and GET /users/{user_id}/feed with Accept: text/event-stream.
+    // The live streams: GET /posts, GET /users/{user_id}/feed and GET /users/{user_id}/notifications with Accept: text/event-stream.
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as { port: number };
-    for (const [template, url, token] of [['/posts', '/posts', undefined], ['/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token]] as const) {
+    for (const [template, url, token] of [
+      ['/posts', '/posts', undefined],
+      ['/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token],
+      ['/users/{user_id}/notifications', `/users/${bob.id}/notifications`, bob.token],
+    ] as const) {
       const stream = await openSse(`http://127.0.0.1:${port}`, url, { token, headers: { origin: ORIGIN } });
       stream.close();
       expect(stream.status, url).toBe(200);

@@ -21,6 +21,8 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable;
   notifications: NotificationsTable;
   notification_markers: NotificationMarkersTable;
+  notification_events: NotificationEventsTable;
+  notification_position: StreamPositionTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -190,6 +192,15 @@ export interface NotificationsTable {
 export interface NotificationMarkersTable {
   user_id: number;
   last_read_id: number;
+}
+
+/** The log notification streams replay, written by triggers on `notifications` (see its migration). */
+export interface NotificationEventsTable {
+  id: number;
+  kind: 'created' | 'deleted';
+  notification_id: number;
+  recipient_id: number;
+  created_at: string;
 }
 
 export type NotificationRow = Selectable<NotificationsTable>;

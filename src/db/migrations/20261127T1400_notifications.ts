@@ -35,9 +35,76 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('user_id', 'bigint', (c) => c.primaryKey().references('users.id').onDelete('cascade'))
     .addColumn('last_read_id', 'bigint', (c) => c.notNull())
     .execute();
+
+  // The log that notification streams replay (CONTRACT §7, §10), written by triggers so that every way a
+  // notification comes or goes (the services, and the cascades of a deleted reply, post or account) is logged in
+  // the same transaction. Ids come from the one row of `notification_position`, bumped by each event: the row stays
+  // locked until the transaction ends, so ids follow commit order without gaps (as the post stream's log does, see
+  // 20261125T0200_stream_events.ts), and a stream that has read id N has seen every event below it.
+  await db.schema
+    .createTable('notification_events')
+    .addColumn('id', pg ? 'bigint' : 'integer', (c) => c.primaryKey())
+    .addColumn('kind', 'text', (c) => c.notNull())
+    .addColumn('notification_id', 'bigint', (c) => c.notNull())
+    .addColumn('recipient_id', 'bigint', (c) => c.notNull())
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .execute();
+  await db.schema.createIndex('notification_events_recipient').on('notification_events').columns(['recipient_id', 'id']).execute();
+  await db.schema.createIndex('notification_events_created_at').on('notification_events').column('created_at').execute();
+  await db.schema
+    .createTable('notification_position')
+    .addColumn('id', 'integer', (c) => c.primaryKey())
+    .addColumn('last_id', 'bigint', (c) => c.notNull())
+    .execute();
+  await sql`insert into notification_position (id, last_id) values (1, 0)`.execute(db);
+  if (pg) {
+    await sql`
+      create function notification_event() returns trigger language plpgsql as $$
+      declare
+        next_id bigint;
+        at text := to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
+      begin
+        update notification_position set last_id = last_id + 1 where id = 1 returning last_id into next_id;
+        if tg_op = 'INSERT' then
+          insert into notification_events (id, kind, notification_id, recipient_id, created_at)
+          values (next_id, 'created', new.id, new.recipient_id, at);
+        else
+          insert into notification_events (id, kind, notification_id, recipient_id, created_at)
+          values (next_id, 'deleted', old.id, old.recipient_id, at);
+        end if;
+        return null;
+      end $$`.execute(db);
+    await sql`create trigger notification_event after insert or delete on notifications for each row execute function notification_event()`.execute(db);
+  } else {
+    for (const [kind, operation, row] of [
+      ['created', 'insert', 'new'],
+      ['deleted', 'delete', 'old'],
+    ] as const) {
+      await sql
+        .raw(
+          `create trigger notification_${kind} after ${operation} on notifications begin
+             update notification_position set last_id = last_id + 1 where id = 1;
+             insert into notification_events (id, kind, notification_id, recipient_id, created_at)
+             select last_id, '${kind}', ${row}.id, ${row}.recipient_id, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+             from notification_position where id = 1;
+           end`,
+        )
+        .execute(db);
+    }
+  }
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
+  const pg = db.getExecutor().adapter instanceof PostgresAdapter;
+  if (pg) {
+    await sql`drop trigger notification_event on notifications`.execute(db);
+    await sql`drop function notification_event()`.execute(db);
+  } else {
+    await sql`drop trigger notification_created`.execute(db);
+    await sql`drop trigger notification_deleted`.execute(db);
+  }
+  await db.schema.dropTable('notification_position').execute();
+  await db.schema.dropTable('notification_events').execute();
   await db.schema.dropTable('notification_markers').execute();
   await db.schema.dropTable('notifications').execute();
 }

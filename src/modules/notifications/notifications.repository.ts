@@ -70,6 +70,14 @@ export function createNotificationsRepository(db: Kysely<Database>) {
       return visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS).where('notifications.id', '=', id).executeTakeFirst();
     },
 
+    /** Those of `ids` that exist and are visible (and of `types`, when given): a stream's batch, judged as it is sent. */
+    findVisibleMany(recipient: Recipient, ids: readonly number[], types?: readonly NotificationType[]): Promise<NotificationRow[]> {
+      if (ids.length === 0) return Promise.resolve([]);
+      let query = visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS).where('notifications.id', 'in', ids);
+      if (types !== undefined) query = query.where('notifications.type', 'in', types);
+      return query.execute();
+    },
+
     /**
      * The visible notifications newer than `lastReadId`, counted up to UNREAD_COUNT_CAP + 1: one range of the
      * `(recipient_id, id)` index cut short by the LIMIT, so 100,000 unread cost what 1,001 do.

@@ -1,12 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { bearer, type Caller } from '../../plugins/auth.js';
-import type { NotificationRow, NotificationType } from '../../db/types.js';
+import type { NotificationType } from '../../db/types.js';
 import { AppError } from '../../shared/errors.js';
-import type { Links } from '../../shared/links.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
 import { PAGE_HEADERS, toId } from '../../shared/schemas.js';
+import { findCallerByTokenHash } from '../../db/hot-statements.js';
+import { checkLastEventId, negotiateStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createNotificationsRepository, type Recipient } from './notifications.repository.js';
@@ -17,28 +18,9 @@ import {
   NotificationParamsSchema,
   NotificationSchema,
   ReplaceNotificationMarkerBodySchema,
-  type Notification,
 } from './notifications.schemas.js';
-
-export function toNotification(row: NotificationRow, links: Links): Notification {
-  const get = (rel: string, path: string) => ({ rel, href: links.url(path), method: 'GET' });
-  const result: Notification = {
-    id: Number(row.id),
-    type: row.type,
-    actorId: Number(row.actor_id),
-    createdAt: row.created_at,
-    links: [get('self', `/users/${row.recipient_id}/notifications/${row.id}`), get('actor', `/users/${row.actor_id}`)],
-  };
-  if (row.post_id !== null) {
-    result.postId = Number(row.post_id);
-    result.links.push(get('post', `/posts/${row.post_id}`));
-  }
-  if (row.reply_id !== null) {
-    result.replyId = Number(row.reply_id);
-    result.links.push(get('reply', `/posts/${row.post_id}/replies/${row.reply_id}`));
-  }
-  return result;
-}
+import { toNotification } from './notifications.representation.js';
+import { NotificationStreams, openNotificationStream } from './notifications.stream.js';
 
 /** `?types=reply,mention`: each a known type (400 naming `types` otherwise); undefined keeps every type. */
 function parseTypes(raw: string | undefined): NotificationType[] | undefined {
@@ -58,6 +40,22 @@ function parseTypes(raw: string | undefined): NotificationType[] | undefined {
 const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const notifications = createNotificationsRepository(app.db);
   const users = createUsersRepository(app.db);
+  const streams = new NotificationStreams(
+    app.db,
+    (work) => app.store.transaction((tx) => work(tx.db)),
+    app.links,
+    {
+      heartbeatMs: app.config.streamHeartbeatSeconds * 1000,
+      authRecheckMs: app.config.streamAuthRecheckSeconds * 1000,
+      retentionSeconds: app.config.streamRetentionSeconds,
+    },
+    (hash) => findCallerByTokenHash(app.store, hash, new Date().toISOString()),
+    app.log,
+    app.metrics,
+  );
+  app.addHook('onReady', async () => streams.start());
+  app.closing.addEventListener('abort', () => streams.closeAll(), { once: true });
+  app.addHook('onClose', async () => streams.closeAll());
 
   /** The recipient named by the path, for a caller who may read their notifications: self or admin. */
   async function recipientFor(caller: Caller, userId: number, what: string): Promise<Recipient> {
@@ -71,6 +69,7 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/users/:user_id/notifications',
     {
+      preValidation: checkLastEventId,
       schema: {
         operationId: 'listNotifications',
         tags: ['notifications'],
@@ -95,6 +94,7 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const userId = toId(request.params.user_id);
       const types = parseTypes(request.query.types);
       const recipient = await recipientFor(caller, userId, 'notifications');
+      if (negotiateStream(request, reply)) return openNotificationStream(app, streams, request, reply, { recipient, caller, types });
       const rows = await keysetPage(request, reply, `notifications|${userId}`, request.query, (page) => notifications.page(recipient, { ...page, types }));
       return rows.map((row) => toNotification(row, app.links));
     },

@@ -9,6 +9,13 @@ import { createNotificationsRepository, type Recipient } from './notifications.r
 // follows, replies, recommends and posts call these with their `tx`, so a write that rolls back leaves none.
 // Undoing a cause removes its notification: the foreign keys cascade them with a deleted reply, post or account;
 // the functions below remove the rest (an unfollow, a withdrawn recommend, an edit that drops a mention).
+//
+// Lock order. Every insert or delete of a notification bumps the one row of `notification_position` (the stream
+// log's counter, see the migration), which then stays locked until the commit. So that two writers never wait on
+// each other in a circle, that row is taken after the users' and posts' rows a write locks, and before the post
+// stream's counter (`stream_position`): posts record their stream event after their mentions are written, a reply's
+// delete locks its post before the cascade, and an account's deletion removes its notifications before its posts'
+// events are recorded.
 
 /** At most this many users are notified by one post's or reply's mentions: the first distinct names that name users. */
 export const MAX_MENTIONS = 20;
@@ -144,4 +151,21 @@ export async function replyEdited(tx: Tx, reply: ReplyRow): Promise<void> {
 /** A post was created (`fresh`) or replaced: its title's and content's mentions, as for a reply. */
 export async function postWritten(tx: Tx, post: PostRow, fresh: boolean): Promise<void> {
   await syncMentions(tx, { postId: post.id, authorId: post.owner_id, texts: [post.title, post.content], fresh });
+}
+
+/**
+ * Everything an account's deletion takes from the notifications: those it received, those it caused, and those
+ * about its posts (others' replies and mentions there). The cascade would remove them too, but later than the post
+ * stream's events (see the lock order above). No `userId`: every account (DELETE /users).
+ */
+export async function removeAccountNotifications(tx: Tx, userId?: number): Promise<void> {
+  const all = tx.db.deleteFrom('notifications');
+  if (userId === undefined) {
+    await all.execute();
+    return;
+  }
+  // Three statements, each over its own index (one OR would be a scan of the table on PostgreSQL).
+  await all.where('recipient_id', '=', userId).execute();
+  await all.where('actor_id', '=', userId).execute();
+  await all.where('post_id', 'in', (eb) => eb.selectFrom('posts').select('posts.id').where('posts.owner_id', '=', userId)).execute();
 }

@@ -1,9 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
 import { backend, sqlitePlan } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
+import { openSse } from '../../../test/helpers/sse.js';
 import { createNotificationsRepository, visibleNotifications } from './notifications.repository.js';
 import { mentionedNames } from './notifications.service.js';
 
@@ -434,5 +435,138 @@ describe('notifications', () => {
       expect(plan).toMatch(/SEARCH notifications USING (COVERING )?INDEX notifications_recipient \(recipient_id=\? AND id[<>]\?\)/);
       expect(plan).not.toMatch(/TEMP B-TREE|SCAN notifications|MULTI-INDEX/);
     }
+  });
+});
+
+describe('notification streams (Accept: text/event-stream)', () => {
+  /** The app listening on a real socket, and its base URL. */
+  async function listening(overrides: Parameters<typeof buildTestApp>[0] = {}): Promise<{ app: FastifyInstance; base: string }> {
+    const app = await buildTestApp(overrides);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    return { app, base: `http://127.0.0.1:${port}` };
+  }
+
+  it('streams notification.created (the notification as GET shows it) and notification.deleted, only the recipient\'s', async () => {
+    const { app, base } = await listening();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const carl = await signUp(app);
+    const stream = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token });
+    onTestFinished(() => stream.close());
+    expect(stream.status).toBe(200);
+    expect(stream.headers['content-type']).toBe('text/event-stream');
+    expect(stream.headers['cache-control']).toBe('no-store');
+    expect(stream.retry).toBe(2000);
+
+    await follow(app, carl, bob); // bob's, not ann's
+    await follow(app, bob, ann);
+    const created = await stream.next((e) => e.event === 'notification.created');
+    const [note] = await notes(app, ann);
+    expect(created.data).toBe((await call(app, 'GET', `/users/${ann.id}/notifications/${note!.id}`, { token: ann.token })).body);
+    await unfollow(app, bob, ann);
+    const deleted = await stream.next((e) => e.event === 'notification.deleted');
+    expect(JSON.parse(deleted.data)).toEqual({ id: note!.id });
+    expect(Number(deleted.id)).toBeGreaterThan(Number(created.id));
+    expect(stream.events.map((e) => e.event)).toEqual(['notification.created', 'notification.deleted']);
+  });
+
+  it('resumes after Last-Event-ID: in order, a notification made and removed meanwhile as nothing but its deletion, hidden ones never', async () => {
+    const { app, base } = await listening();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const carl = await signUp(app);
+    const dora = await signUp(app);
+    const first = await openSse(base, `/users/${bob.id}/notifications`, { token: bob.token });
+    await follow(app, ann, bob);
+    const seen = await first.next((e) => e.event === 'notification.created');
+    first.close();
+
+    // While away: a follow made and undone, a follow that stays, and a mention whose post is then hidden from bob.
+    await follow(app, dora, bob);
+    await unfollow(app, dora, bob);
+    await follow(app, carl, bob);
+    const p = await post(app, ann, { title: 't', content: `@${bob.username}` });
+    await edit(app, ann, p.id, { title: 't', content: `@${bob.username}`, visibility: 'private' });
+
+    const resumed = await openSse(base, `/users/${bob.id}/notifications`, { token: bob.token, lastEventId: seen.id });
+    onTestFinished(() => resumed.close());
+    const carlsNote = (await notes(app, bob)).find((n) => n.actorId === carl.id)!;
+    await resumed.next((e) => e.event === 'notification.created' && JSON.parse(e.data).id === carlsNote.id);
+    // Live after the replay: a new follow arrives.
+    await follow(app, ann, carl);
+    const live = await signUp(app);
+    await follow(app, live, bob);
+    await resumed.next((e) => e.event === 'notification.created' && JSON.parse(e.data).actorId === live.id);
+    const kinds = resumed.events.map((e) => `${e.event}:${JSON.parse(e.data).actorId ?? 'id'}`);
+    expect(kinds).toEqual(['notification.deleted:id', `notification.created:${carl.id}`, `notification.created:${live.id}`]);
+    const ids = resumed.events.map((e) => Number(e.id));
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    expect(ids[0]).toBeGreaterThan(Number(seen.id));
+  });
+
+  it('an id it never issued gets event: reset (with the id it goes on from); a malformed one is a 400', async () => {
+    const { app, base } = await listening();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    await follow(app, bob, ann);
+    const last = Number((await app.db.selectFrom('notification_position').select('last_id').executeTakeFirstOrThrow()).last_id);
+    const stream = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token, lastEventId: String(last + 100) });
+    onTestFinished(() => stream.close());
+    const reset = await stream.next((e) => e.event === 'reset');
+    expect(reset).toEqual({ id: String(last), event: 'reset', data: '{}' });
+    const bad = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token, lastEventId: 'abc' });
+    expect(bad.status).toBe(400);
+    expect(JSON.parse(bad.body).errors[0].field).toBe('Last-Event-ID');
+  });
+
+  it('self and admins only; the per-user stream limit is shared with the post streams', async () => {
+    const { app, base } = await listening({ streamMaxPerUser: 1 });
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const admin = await createAdmin(app);
+    expect((await openSse(base, `/users/${ann.id}/notifications`)).status).toBe(401);
+    expect((await openSse(base, `/users/${ann.id}/notifications`, { token: bob.token })).status).toBe(403);
+    const watched = await openSse(base, `/users/${ann.id}/notifications`, { token: admin.token });
+    onTestFinished(() => watched.close());
+    expect(watched.status).toBe(200);
+    await follow(app, bob, ann);
+    expect(JSON.parse((await watched.next((e) => e.event === 'notification.created')).data).actorId).toBe(bob.id);
+
+    const feed = await openSse(base, `/users/${ann.id}/feed`, { token: ann.token });
+    onTestFinished(() => feed.close());
+    expect(feed.status).toBe(200);
+    const refused = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token });
+    expect(refused.status).toBe(429);
+    expect(refused.headers['retry-after']).toBeDefined();
+  });
+
+  it('a stream whose token is revoked is closed', async () => {
+    const { app, base } = await listening({ streamAuthRecheckSeconds: 1 });
+    const ann = await signUp(app);
+    const stream = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token });
+    onTestFinished(() => stream.close());
+    expect(stream.status).toBe(200);
+    const tokenId = (await app.db.selectFrom('tokens').select('id').where('user_id', '=', ann.id).executeTakeFirstOrThrow()).id;
+    await write(app, (db) => db.deleteFrom('tokens').where('id', '=', tokenId).execute());
+    await stream.ended(5000);
+  });
+
+  it('the log: each insert and delete (cascades included) in commit order without gaps; a refused write logs nothing', async () => {
+    const app = await buildTestApp();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    await follow(app, bob, ann);
+    expect((await call(app, 'POST', `/users/${ann.id}/followers`, { token: bob.token, body: { id: bob.id } })).statusCode).toBe(409);
+    const p = await publish(app, ann, 'hello');
+    await replyTo(app, bob, p.id, 'hi');
+    expect((await call(app, 'DELETE', `/posts/${p.id}`, { token: ann.token })).statusCode).toBe(200);
+    const log = await app.db.selectFrom('notification_events').select(['id', 'kind', 'recipient_id']).orderBy('id').execute();
+    expect(log.map((row) => ({ id: Number(row.id), kind: row.kind, recipient: Number(row.recipient_id) }))).toEqual([
+      { id: 1, kind: 'created', recipient: ann.id },
+      { id: 2, kind: 'created', recipient: ann.id },
+      { id: 3, kind: 'deleted', recipient: ann.id },
+    ]);
+    expect(Number((await app.db.selectFrom('notification_position').select('last_id').executeTakeFirstOrThrow()).last_id)).toBe(3);
   });
 });

@@ -41,6 +41,9 @@ export async function createReply(
 export async function deleteReply(store: Store, postId: number, id: number, options: { ifMatch?: Precondition } = {}): Promise<boolean> {
   return store.transaction(async (tx) => {
     const { db } = tx;
+    // Notifications: the post's row before the cascade takes the notification log's counter (lock order in
+    // notifications.service.ts), as createReply takes them.
+    await tx.lockRows('posts', [postId]);
     if (!(await lockForPrecondition(tx, id, options.ifMatch))) return false;
     const replies = createRepliesRepository(db);
     if (!(await replies.remove(postId, id))) return false;
