@@ -1,8 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { PUBLIC_URL, buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
+import { CompiledQuery } from 'kysely';
+import { PUBLIC_URL, buildTestApp, call, testConfig, write } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
-import { backend, sqlitePlan } from '../../../test/helpers/database.js';
+import { backend, sqlitePlan, workerDatabaseUrl } from '../../../test/helpers/database.js';
+import { buildApp } from '../../app.js';
+import { openStore } from '../../db/open.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { openSse } from '../../../test/helpers/sse.js';
 import { createNotificationsRepository, visibleNotifications } from './notifications.repository.js';
@@ -186,6 +189,20 @@ describe('notifications', () => {
     expect(await gists(app, carl)).toEqual([`mention:${ann.id}:${p.id}`]);
     expect(await gists(app, dora)).toEqual([]);
     expect(await gists(app, ann)).toEqual([]);
+  });
+
+  it('hostile text: a post of the longest content made of mentions is a 201 and notifies at most 20', async () => {
+    const app = await buildTestApp();
+    const author = await signUp(app);
+    const named = await signUp(app);
+    let content = `@${named.username} `;
+    for (let i = 0; content.length < 9990; i++) content += `@n${i.toString(36).padStart(3, '0')} `;
+    const res = await call(app, 'POST', `/users/${author.id}/posts`, { token: author.token, body: { title: 't', content: content.slice(0, 10000) } });
+    expect(res.statusCode).toBe(201);
+    expect(await gists(app, named)).toEqual([`mention:${author.id}:${res.json().id}`]);
+    const bad = await call(app, 'GET', `/users/${named.id}/notifications?types=follow%00`, { token: named.token });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().errors[0].field).toMatch(/types/);
   });
 
   it('the first 20 distinct names that name users notify; names of nobody do not count', async () => {
@@ -550,6 +567,24 @@ describe('notification streams (Accept: text/event-stream)', () => {
     const tokenId = (await app.db.selectFrom('tokens').select('id').where('user_id', '=', ann.id).executeTakeFirstOrThrow()).id;
     await write(app, (db) => db.deleteFrom('tokens').where('id', '=', tokenId).execute());
     await stream.ended(5000);
+  });
+
+  it.skipIf(backend !== 'postgres')('across processes: a notification written through one process reaches a stream held by another', async () => {
+    const { app, base } = await listening();
+    const { rows } = await app.db.executeQuery<{ schema: string }>(CompiledQuery.raw('select current_schema() as schema'));
+    const url = await workerDatabaseUrl();
+    const other = await buildApp(testConfig({ databaseUrl: url }), { store: openStore(url, { pgSchema: rows[0]!.schema, poolMax: 2 }), logger: false });
+    await other.ready();
+    onTestFinished(() => other.close());
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const stream = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token });
+    onTestFinished(() => stream.close());
+    const started = Date.now();
+    await follow(other, bob, ann);
+    const event = await stream.next((e) => e.event === 'notification.created');
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(JSON.parse(event.data)).toMatchObject({ type: 'follow', actorId: bob.id });
   });
 
   it('the log: each insert and delete (cascades included) in commit order without gaps; a refused write logs nothing', async () => {
