@@ -2,8 +2,8 @@ import { PostgresAdapter, sql, type Kysely } from 'kysely';
 
 // Frozen in time: this file imports nothing from the application.
 //
-// Notifications (CONTRACT §10). A row exists while its cause does: the foreign keys cascade it away with its actor,
-// its recipient, its post or its reply; the services delete the rest (an unfollow, a withdrawn recommend, an edit
+// Notifications (CONTRACT §10). A row exists while its cause does: the foreign keys cascade it away with its post
+// or its reply; the services delete the rest (an account's deletion, an unfollow, a withdrawn recommend, an edit
 // that drops a mention). Who may read a row is judged at read time (notifications.repository.ts), so nothing here
 // encodes visibility.
 export async function up(db: Kysely<any>): Promise<void> {
@@ -14,8 +14,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     ? table.addColumn('id', 'bigint', (c) => c.primaryKey().generatedByDefaultAsIdentity())
     : table.addColumn('id', 'integer', (c) => c.primaryKey().autoIncrement())
   )
-    .addColumn('recipient_id', 'bigint', (c) => c.notNull().references('users.id').onDelete('cascade'))
-    .addColumn('actor_id', 'bigint', (c) => c.notNull().references('users.id').onDelete('cascade'))
+    // No foreign keys to users: checking one would take a share lock on the recipient's row after the post's row
+    // that a reply or recommend holds, the reverse of the users-before-posts order every write keeps, and a post
+    // deleted meanwhile (owner's row, then post) deadlocked with it. An account's deletion removes its notifications
+    // itself (removeAccountNotifications in notifications.service.ts).
+    .addColumn('recipient_id', 'bigint', (c) => c.notNull())
+    .addColumn('actor_id', 'bigint', (c) => c.notNull())
     .addColumn('type', 'text', (c) => c.notNull().check(sql`type in ('follow', 'reply', 'recommend', 'mention')`))
     .addColumn('post_id', 'bigint', (c) => c.references('posts.id').onDelete('cascade'))
     .addColumn('reply_id', 'bigint', (c) => c.references('replies.id').onDelete('cascade'))

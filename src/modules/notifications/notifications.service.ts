@@ -7,8 +7,9 @@ import { createNotificationsRepository, type Recipient } from './notifications.r
 
 // Notifications are written inside the transaction of the write that causes them (CONTRACT §10): the services of
 // follows, replies, recommends and posts call these with their `tx`, so a write that rolls back leaves none.
-// Undoing a cause removes its notification: the foreign keys cascade them with a deleted reply, post or account;
-// the functions below remove the rest (an unfollow, a withdrawn recommend, an edit that drops a mention).
+// Undoing a cause removes its notification: the foreign keys cascade them with a deleted reply or post; the
+// functions below remove the rest (an account's deletion, an unfollow, a withdrawn recommend, an edit that drops a
+// mention).
 //
 // Lock order. Every insert or delete of a notification bumps the one row of `notification_position` (the stream
 // log's counter, see the migration), which then stays locked until the commit. So that two writers never wait on
@@ -156,8 +157,9 @@ export async function postWritten(tx: Tx, post: PostRow, fresh: boolean): Promis
 
 /**
  * Everything an account's deletion takes from the notifications: those it received, those it caused, and those
- * about its posts (others' replies and mentions there). The cascade would remove them too, but later than the post
- * stream's events (see the lock order above). No `userId`: every account (DELETE /users).
+ * about its posts (others' replies and mentions there; the posts' cascade would take these too, but after the post
+ * stream's events, see the lock order above). There is no foreign key to users (see the migration): this is what
+ * removes them. No `userId`: every account (DELETE /users).
  */
 export async function removeAccountNotifications(tx: Tx, userId?: number): Promise<void> {
   const all = tx.db.deleteFrom('notifications');
