@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', 'bench/.work/', 'bench/results/', 'eslint.config.js'] },
+  { ignores: ['dist/', 'client/dist/', 'node_modules/', 'coverage/', 'bench/.work/', 'bench/results/', 'eslint.config.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

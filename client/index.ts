@@ -18,6 +18,7 @@ export type Reply = Schemas['Reply'];
 export type Board = Schemas['Board'];
 export type Link = Schemas['Link'];
 export type Token = Schemas['Token'];
+export type Session = Schemas['Session'];
 export type Problem = Schemas['Problem'];
 export type EnvelopeError = Schemas['EnvelopeError'];
 /**

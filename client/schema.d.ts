@@ -18,11 +18,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsHealth"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -34,16 +30,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics (text exposition format) */
+        /**
+         * Prometheus metrics (text exposition format)
+         * @description Open to anyone, unless the server sets METRICS_TOKEN: then `Authorization: Bearer <METRICS_TOKEN>` is needed.
+         */
         get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsMetrics"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -60,11 +55,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsOpenapiJson"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -94,11 +85,7 @@ export interface paths {
          * @description Admin only. Removes every user, the caller included, and everything that is theirs.
          */
         delete: operations["deleteAllUsers"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsers"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -126,11 +113,7 @@ export interface paths {
          * @description The user themself or an admin. Removes the user and everything that is theirs in one transaction. A user that does not exist is a 400 (seed §7).
          */
         delete: operations["deleteUser"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -150,11 +133,7 @@ export interface paths {
         put: operations["changePassword"];
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdPassword"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -174,11 +153,7 @@ export interface paths {
          */
         post: operations["createToken"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsTokens"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -190,19 +165,39 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Read a signed-in token (a session), without its secret
+         * @description Its owner or an admin. A token that is revoked, expired or not the caller's (unless the caller is an admin) is answered as one that does not exist.
+         */
+        get: operations["getToken"];
         put?: never;
         post?: never;
         /**
          * Revoke a token
-         * @description Its owner or an admin. A token that does not exist is a 400.
+         * @description Its owner or an admin. A token that does not exist is a 400. A token that is revoked, expired or not the caller's (unless the caller is an admin) is answered as one that does not exist.
          */
         delete: operations["deleteToken"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users/{user_id}/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
         /**
-         * CORS preflight; a method other than DELETE is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         * List a user's signed-in tokens (the devices signed in as them)
+         * @description The live tokens (neither revoked nor expired), newest first, paginated with `limit` and `cursor` (follow the `next` link); never their secrets. The user themself or an admin. Revoke one with DELETE /tokens/{token_id}.
          */
-        options: operations["optionsTokensTokenId"];
+        get: operations["listUserTokens"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -220,17 +215,13 @@ export interface paths {
          *
          *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          *
-         *     With `Accept: text/event-stream` the answer is a live stream of every post the caller may see (anonymous: public posts) (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
+         *     With `Accept: text/event-stream` the answer is a live stream of every post the caller may see (anonymous: public posts) (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user, and as many opened without a token per client address (more: 429 with Retry-After); at most STREAM_MAX per server (more: 503 with Retry-After), of which streams opened without a token may hold all but a tenth, kept for signed-in users (past that part: 503 with Retry-After). A stream whose token is revoked or expires is closed.
          */
         get: operations["listPosts"];
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPosts"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -260,11 +251,7 @@ export interface paths {
          * @description Its owner or an admin. Removes its replies and recommends too. A post that does not exist, or that the caller may not see, is a 400 (seed §7). Without a valid token the answer is 401 before the request is validated.
          */
         delete: operations["deletePost"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -290,11 +277,7 @@ export interface paths {
          */
         post: operations["createPost"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdPosts"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -310,17 +293,13 @@ export interface paths {
          * Read a user's home feed
          * @description Posts by the users user_id follows that user_id may see (judged for user_id, also when an admin reads it), newest first, paginated with `limit` and `cursor`. The user themself or an admin. Without a valid token the answer is 401 before the request is validated.
          *
-         *     With `Accept: text/event-stream` the answer is a live stream of the feed: posts by the users user_id follows that user_id may see (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
+         *     With `Accept: text/event-stream` the answer is a live stream of the feed: posts by the users user_id follows that user_id may see (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429 with Retry-After) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
          */
         get: operations["getFeed"];
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdFeed"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -346,11 +325,7 @@ export interface paths {
          */
         post: operations["createFollower"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdFollowers"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -376,11 +351,7 @@ export interface paths {
          * @description Either of the two users or an admin. Also removes the followed user's posts from the follower's feed. A relation that does not exist is a 400 (seed §7).
          */
         delete: operations["deleteFollower"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdFollowersFollowerId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -402,11 +373,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdFollowing"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -432,11 +399,7 @@ export interface paths {
          */
         post: operations["createReply"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostIdReplies"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -466,11 +429,7 @@ export interface paths {
          * @description Its author, the post's owner or an admin. A reply that does not exist, or one under a post the caller may not see, is a 400 (seed §7).
          */
         delete: operations["deleteReply"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostIdRepliesReplyId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -496,11 +455,7 @@ export interface paths {
          */
         post: operations["createRecommend"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostIdRecommends"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -526,11 +481,7 @@ export interface paths {
          * @description The recommending user or an admin. No such recommend, or a post the caller may not see, is a 400 (seed §7).
          */
         delete: operations["deleteRecommend"];
-        /**
-         * CORS preflight; a method other than DELETE, GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsPostsPostIdRecommendsUserId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -552,11 +503,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsBoardsList"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -582,11 +529,7 @@ export interface paths {
          */
         post: operations["createBoard"];
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, POST is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsBoards"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -614,11 +557,55 @@ export interface paths {
          * @description The author or an admin. A board that does not exist is a 400 (seed §7).
          */
         delete: operations["deleteBoard"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/reports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
         /**
-         * CORS preflight; a method other than DELETE, GET, HEAD, PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
+         * List reports (admins)
+         * @description Admins only. Newest first, paginated with `limit` and `cursor`; `status` keeps the reports in that status.
          */
-        options: operations["optionsBoardsBoardId"];
+        get: operations["listReports"];
+        put?: never;
+        /**
+         * Report a post, a reply or a user
+         * @description Any signed-in user. The report starts `open` with an empty `resolution`; an omitted `comment` is `""`. A subject that does not exist, or that the caller may not see, is a 400 naming `subject.id` (the same answer for both); so is reporting oneself or one’s own post or reply. One open report per reporter and subject. A malformed request is a 400 whoever sends it; a well-formed one without a valid token is a 401.
+         */
+        post: operations["createReport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/reports/{report_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a report
+         * @description Its reporter and admins. A report the caller may not read (another member’s) answers as one that does not exist.
+         */
+        get: operations["getReport"];
+        /**
+         * Resolve, dismiss or reopen a report (admins)
+         * @description Admins only: the complete `{ status, resolution }`, not a patch. The rest of a report read before may be sent back and is ignored, except that an `id` differing from the path is a 400. Its reporter, if not an admin, gets 403; a report the caller may not read (another member’s) answers as one that does not exist. Reopening a report while the same reporter has another open report of the same subject is a 409. A malformed request is a 400 whoever sends it; a well-formed one without a valid token is a 401.
+         */
+        put: operations["replaceReport"];
+        post?: never;
+        delete?: never;
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -634,17 +621,13 @@ export interface paths {
          * List a user's notifications
          * @description Newest first, paginated with `limit` and `cursor`; `types` keeps only the listed types. The user themself or an admin; what is listed is what the user may see (a notification about a post hidden from them is left out).
          *
-         *     With `Accept: text/event-stream` the answer is a live stream of the user's notifications (CONTRACT §10) (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
+         *     With `Accept: text/event-stream` the answer is a live stream of the user's notifications (CONTRACT §10) (server-sent events, `Cache-Control: no-store`). At most STREAM_MAX_PER_USER streams per user (more: 429 with Retry-After) and STREAM_MAX per server (more: 503 with Retry-After). A stream whose token is revoked or expires is closed.
          */
         get: operations["listNotifications"];
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdNotifications"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -668,11 +651,7 @@ export interface paths {
         put: operations["replaceNotificationMarker"];
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD, PUT is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdNotificationsMarker"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -692,11 +671,7 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
-        /**
-         * CORS preflight; a method other than GET, HEAD is 405
-         * @description With Origin and Access-Control-Request-Method, a browser's CORS preflight: 204, allowing the methods of the interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the path does not take gets (PATCH, TRACE, …). Neither is rate-limited.
-         */
-        options: operations["optionsUsersUserIdNotificationsNotificationId"];
+        options?: never;
         head?: never;
         patch?: never;
         trace?: never;
@@ -908,6 +883,17 @@ export interface components {
             /** @description 1–2000 characters */
             content: string;
         };
+        /** NewReport */
+        NewReport: {
+            subject: components["schemas"]["ReportSubject"];
+            /**
+             * @description Why it is reported
+             * @enum {unknown}
+             */
+            reason: "spam" | "abuse" | "illegal" | "other";
+            /** @description The reporter’s words, 0–1000 characters */
+            comment?: string;
+        };
         /** NewUser */
         NewUser: {
             /**
@@ -1081,6 +1067,97 @@ export interface components {
             /** @description Read-only; ignored */
             authorId?: unknown;
         };
+        /** Report */
+        Report: {
+            /** @description Assigned by the service */
+            id: number;
+            /** @description The user who reported it (kept when that user is deleted) */
+            reporterId: number;
+            subject: components["schemas"]["ReportSubject"];
+            /**
+             * @description Why it is reported
+             * @enum {unknown}
+             */
+            reason: "spam" | "abuse" | "illegal" | "other";
+            comment: string;
+            /**
+             * @description `open` until an admin resolves or dismisses it
+             * @enum {unknown}
+             */
+            status: "open" | "resolved" | "dismissed";
+            /** @description Set by admins; `""` until then */
+            resolution: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601, UTC
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601, UTC
+             */
+            updatedAt: string;
+            /** @description self, reporter (`/users/{reporterId}`), subject (the post, `/posts/{postId}/replies/{id}` or the user); a link to what was deleted since answers 404 */
+            links: components["schemas"]["Link"][];
+        };
+        /** ReportReplacement */
+        ReportReplacement: {
+            /**
+             * @description `open` until an admin resolves or dismisses it
+             * @enum {unknown}
+             */
+            status: "open" | "resolved" | "dismissed";
+            /** @description What the admins did or why they did nothing, 0–1000 characters */
+            resolution: string;
+            /** @description Ignored if equal to the path id; a different id is a 400 */
+            id?: number;
+            /** @description Read-only; ignored */
+            createdAt?: unknown;
+            /** @description Read-only; ignored */
+            updatedAt?: unknown;
+            /** @description Read-only; ignored */
+            links?: unknown;
+            /** @description Read-only; ignored */
+            reporterId?: unknown;
+            /** @description Read-only; ignored */
+            subject?: unknown;
+            /** @description Read-only; ignored */
+            reason?: unknown;
+            /** @description Read-only; ignored */
+            comment?: unknown;
+        };
+        /** ReportSubject */
+        ReportSubject: {
+            /**
+             * @description What is reported
+             * @enum {unknown}
+             */
+            type: "post" | "reply" | "user";
+            /**
+             * @description The id of the post, reply or user
+             * @example 1
+             */
+            id: number;
+        };
+        /** Session */
+        Session: {
+            /** @description Assigned by the service */
+            id: number;
+            /** @description Assigned by the service */
+            userId: number;
+            /**
+             * Format: date-time
+             * @description ISO 8601, UTC
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601, UTC
+             */
+            expiresAt: string;
+            /** @description self, user */
+            links: components["schemas"]["Link"][];
+        };
         /** Token */
         Token: {
             /** @description Assigned by the service */
@@ -1163,12 +1240,6 @@ export interface components {
         IfMatch: string;
         /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
         IfNoneMatchWrite: string;
-        /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-        Origin: string;
-        /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-        AccessControlRequestMethod: string;
-        /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-        AccessControlRequestHeaders: string;
         /** @description Makes the create safe to retry: a repeat with the same key and body, by the same caller to the same path within IDEMPOTENCY_TTL_SECONDS, gets the kept answer again (with Idempotent-Replayed: true); the same key with another body is 422, and 409 while its first request still runs */
         IdempotencyKey: string;
     };
@@ -1176,18 +1247,10 @@ export interface components {
     headers: {
         /** @description On a 415 for a request body sent with a Content-Encoding: bodies are taken uncompressed only */
         "Accept-Encoding": "identity";
-        /** @description CORS preflight: the request headers the browser asked to send (Access-Control-Request-Headers), all allowed */
-        "Access-Control-Allow-Headers": string;
-        /** @description CORS preflight: the methods of the interface, `GET, HEAD, POST, PUT, DELETE` */
-        "Access-Control-Allow-Methods": string;
         /** @description CORS: the request's Origin, echoed when the request had one (any origin may call the API) */
         "Access-Control-Allow-Origin": string;
         /** @description CORS, when the request had an Origin: the response headers a browser script may read (Location, Link, ETag, RateLimit, …) */
         "Access-Control-Expose-Headers": string;
-        /** @description CORS preflight: seconds a browser may keep this answer (600) */
-        "Access-Control-Max-Age": number;
-        /** @description On a 405: the methods this path takes, e.g. `DELETE, GET, HEAD, POST` */
-        Allow: string;
         /** @description On every answer to a GET, errors included: `no-cache`, with `private` when the request carried a token; `no-store` on a live event stream */
         "Cache-Control": string;
         /** @description Strong entity-tag of this representation; send it in If-None-Match or If-Match */
@@ -1210,6 +1273,8 @@ export interface components {
         "WWW-Authenticate": string;
         /** @description On a live event stream: tells a buffering reverse proxy (nginx) to pass each event on at once */
         "X-Accel-Buffering": "no";
+        /** @description On every answer: a browser takes the body as its Content-Type says, never as a type it guessed */
+        "X-Content-Type-Options": "nosniff";
         /** @description The request id: a sane incoming X-Request-Id echoed, else one generated. Also in the log line. */
         "X-Request-Id": string;
     };
@@ -1233,6 +1298,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1253,6 +1319,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1266,6 +1333,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1276,10 +1344,27 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The Authorization header is not a bearer credential (`Bearer <token>`); without one no token is needed (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unexpected failure; the body carries a request id that is also in the log */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1294,57 +1379,12 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     "Cache-Control": components["headers"]["Cache-Control"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsHealth: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1369,6 +1409,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1384,6 +1425,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1397,10 +1439,27 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description METRICS_TOKEN is set and the request does not carry it as its bearer token (a user's token does not do), or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1411,56 +1470,11 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     "Cache-Control": components["headers"]["Cache-Control"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsMetrics: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1485,6 +1499,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1504,6 +1519,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1519,6 +1535,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1531,10 +1548,29 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The Authorization header is not a bearer credential (`Bearer <token>`); without one no token is needed (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Too many requests; see Retry-After */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1552,58 +1588,13 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     "Cache-Control": components["headers"]["Cache-Control"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsOpenapiJson: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1636,6 +1627,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1653,6 +1645,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1669,6 +1662,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1681,10 +1675,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate) */
+            /** @description The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1702,6 +1697,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1719,6 +1715,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1735,6 +1732,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1771,6 +1769,7 @@ export interface operations {
                 headers: {
                     Location: components["headers"]["Location"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1788,6 +1787,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1800,10 +1800,28 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The Authorization header is not a bearer credential (`Bearer <token>`); without one no token is needed (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed */
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1820,6 +1838,7 @@ export interface operations {
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1837,6 +1856,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1852,6 +1872,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1868,6 +1889,7 @@ export interface operations {
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1883,6 +1905,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1899,6 +1922,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1914,6 +1938,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1941,6 +1966,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1956,6 +1982,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1971,6 +1998,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -1987,6 +2015,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2002,6 +2031,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2017,6 +2047,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2032,6 +2063,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2048,6 +2080,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2064,6 +2097,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2079,58 +2113,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsers: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2158,6 +2147,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2175,6 +2165,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2190,6 +2181,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2202,10 +2194,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate) */
+            /** @description The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2223,6 +2216,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2239,6 +2233,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2256,6 +2251,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2272,6 +2268,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2312,6 +2309,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2328,6 +2326,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2343,6 +2342,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2359,6 +2359,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2374,6 +2375,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2389,6 +2391,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2404,6 +2407,7 @@ export interface operations {
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2419,6 +2423,7 @@ export interface operations {
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2434,6 +2439,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2449,6 +2455,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2465,6 +2472,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2481,6 +2489,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2496,6 +2505,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2531,6 +2541,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2546,6 +2557,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2561,6 +2573,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2577,6 +2590,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2592,6 +2606,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2607,6 +2622,7 @@ export interface operations {
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2622,6 +2638,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2637,6 +2654,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2653,6 +2671,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2669,6 +2688,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2684,61 +2704,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2767,6 +2739,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2782,6 +2755,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2797,6 +2771,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2813,6 +2788,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2828,6 +2804,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2843,6 +2820,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2858,6 +2836,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2873,6 +2852,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2889,6 +2869,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2905,6 +2886,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -2920,61 +2902,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdPassword: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than PUT: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3001,6 +2935,7 @@ export interface operations {
                 headers: {
                     Location: components["headers"]["Location"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3016,6 +2951,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3031,6 +2967,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3047,6 +2984,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3062,6 +3000,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3077,6 +3016,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3093,6 +3033,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3109,6 +3050,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3124,6 +3066,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3138,44 +3081,154 @@ export interface operations {
             };
         };
     };
-    optionsTokens: {
+    getToken: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+                /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
             };
-            path?: never;
+            path: {
+                /** @description The token id (not the secret) */
+                token_id: number;
+            };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
+            /** @description The token */
+            200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description Not modified: If-None-Match matched the current ETag; no body */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Not a preflight, or a method other than POST: see Allow */
-            405: {
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such token */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3200,6 +3253,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3215,6 +3269,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3230,6 +3285,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3242,25 +3298,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller may not do this */
-            403: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    RateLimit: components["headers"]["RateLimit"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed */
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3276,6 +3318,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3291,6 +3334,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3307,6 +3351,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3323,6 +3368,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3338,6 +3384,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3352,47 +3399,178 @@ export interface operations {
             };
         };
     };
-    optionsTokensTokenId: {
+    listUserTokens: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Items per page */
+                limit?: number;
+                /** @description Opaque; copy it from the `next` link of the previous page */
+                cursor?: string;
+            };
             header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+                /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
             };
             path: {
-                /** @description The token id (not the secret) */
-                token_id: number;
+                /** @description The user id */
+                user_id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
+            /** @description A page of tokens */
+            200: {
                 headers: {
+                    Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"][];
+                };
+            };
+            /** @description Not modified: If-None-Match matched the current ETag; no body */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Not a preflight, or a method other than DELETE: see Allow */
-            405: {
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such user */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3412,7 +3590,7 @@ export interface operations {
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
-                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400. */
+                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received, e.g. `42-9f2c4a7be013`; ids are opaque: a number that increases, then a random tag). The events after it that the subscriber may see are replayed in order, each post as it is now (or `post.deleted` when it is gone or hidden from the subscriber), then the stream goes on live. An id no longer kept, never sent by this database (`0` included) or from before a restore of the database gets `event: reset` first. Malformed: 400. */
                 "Last-Event-ID"?: string;
             };
             path?: never;
@@ -3425,6 +3603,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3444,6 +3623,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3460,6 +3640,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3476,6 +3657,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3489,10 +3671,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Too many requests; see Retry-After */
+            /** @description Too many requests; see Retry-After; with `Accept: text/event-stream`, also too many streams open for this user (without a token: from this client address) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3510,6 +3693,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3522,10 +3706,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The database is unavailable or too slow; retry after Retry-After */
+            /** @description The database is unavailable or too slow; retry after Retry-After; with `Accept: text/event-stream`, also too many streams open on this server (without a token: in the part of it they may hold) */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3533,52 +3718,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsPosts: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3606,6 +3745,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3623,6 +3763,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3638,6 +3779,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3654,6 +3796,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3671,6 +3814,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3687,6 +3831,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3704,6 +3849,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3720,6 +3866,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3760,6 +3907,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3776,6 +3924,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3791,6 +3940,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3807,6 +3957,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3822,6 +3973,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3837,6 +3989,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3852,6 +4005,7 @@ export interface operations {
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3867,6 +4021,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3882,6 +4037,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3898,6 +4054,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3914,6 +4071,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3929,6 +4087,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3964,6 +4123,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3979,6 +4139,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -3994,6 +4155,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4010,6 +4172,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4025,6 +4188,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4040,6 +4204,7 @@ export interface operations {
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4055,6 +4220,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4070,6 +4236,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4086,6 +4253,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4102,6 +4270,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4117,61 +4286,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsPostsPostId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4205,6 +4326,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4222,6 +4344,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4238,6 +4361,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4254,6 +4378,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4271,6 +4396,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4287,6 +4413,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4304,6 +4431,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4320,6 +4448,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4359,6 +4488,7 @@ export interface operations {
                 headers: {
                     Location: components["headers"]["Location"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4376,6 +4506,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4392,6 +4523,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4408,6 +4540,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4424,6 +4557,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4440,6 +4574,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4456,6 +4591,7 @@ export interface operations {
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4473,6 +4609,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4488,6 +4625,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4504,6 +4642,7 @@ export interface operations {
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4519,6 +4658,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4535,6 +4675,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4550,61 +4691,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdPosts: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4624,7 +4717,7 @@ export interface operations {
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
-                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400. */
+                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received, e.g. `42-9f2c4a7be013`; ids are opaque: a number that increases, then a random tag). The events after it that the subscriber may see are replayed in order, each post as it is now (or `post.deleted` when it is gone or hidden from the subscriber), then the stream goes on live. An id no longer kept, never sent by this database (`0` included) or from before a restore of the database gets `event: reset` first. Malformed: 400. */
                 "Last-Event-ID"?: string;
             };
             path: {
@@ -4640,6 +4733,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4659,6 +4753,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4675,6 +4770,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4691,6 +4787,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4708,6 +4805,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4724,6 +4822,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4736,10 +4835,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Too many requests; see Retry-After */
+            /** @description Too many requests; see Retry-After; with `Accept: text/event-stream`, also too many streams open for this user */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4757,6 +4857,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4769,10 +4870,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The database is unavailable or too slow; retry after Retry-After */
+            /** @description The database is unavailable or too slow; retry after Retry-After; with `Accept: text/event-stream`, also too many streams open on this server */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4780,55 +4882,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdFeed: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4862,6 +4915,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4879,6 +4933,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4895,6 +4950,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4907,10 +4963,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate) */
+            /** @description The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4928,6 +4985,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4944,6 +5002,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4961,6 +5020,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -4977,6 +5037,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5016,6 +5077,7 @@ export interface operations {
                 headers: {
                     Location: components["headers"]["Location"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5033,6 +5095,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5049,6 +5112,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5065,6 +5129,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5081,6 +5146,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5097,6 +5163,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5113,6 +5180,7 @@ export interface operations {
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5130,6 +5198,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5145,6 +5214,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5161,6 +5231,7 @@ export interface operations {
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5176,6 +5247,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5192,6 +5264,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5207,61 +5280,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdFollowers: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5291,6 +5316,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5308,6 +5334,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5323,6 +5350,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5335,10 +5363,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate) */
+            /** @description The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5356,6 +5385,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5372,6 +5402,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5389,6 +5420,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5405,6 +5437,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5438,6 +5471,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5453,6 +5487,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5468,6 +5503,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5484,6 +5520,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5499,6 +5536,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5514,6 +5552,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5529,6 +5568,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5545,6 +5585,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5561,6 +5602,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5576,63 +5618,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdFollowersFollowerId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user who is followed */
-                user_id: number;
-                /** @description The user who follows */
-                follower_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5666,6 +5658,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5683,6 +5676,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5699,6 +5693,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5711,10 +5706,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate) */
+            /** @description The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5732,6 +5728,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5748,6 +5745,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5765,6 +5763,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5781,6 +5780,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5788,55 +5788,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdFollowing: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5870,6 +5821,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5887,6 +5839,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5903,6 +5856,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5919,6 +5873,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5936,6 +5891,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5952,6 +5908,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5969,6 +5926,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -5985,6 +5943,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6024,6 +5983,7 @@ export interface operations {
                 headers: {
                     Location: components["headers"]["Location"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6041,6 +6001,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6057,6 +6018,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6073,6 +6035,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6089,6 +6052,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6105,6 +6069,7 @@ export interface operations {
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6122,6 +6087,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6137,6 +6103,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6153,6 +6120,7 @@ export interface operations {
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6168,6 +6136,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6184,6 +6153,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6199,61 +6169,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsPostsPostIdReplies: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6283,6 +6205,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6300,6 +6223,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6315,6 +6239,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6331,6 +6256,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6348,6 +6274,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6364,6 +6291,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6381,6 +6309,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6397,6 +6326,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6439,6 +6369,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6455,6 +6386,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6470,6 +6402,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6486,6 +6419,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6501,6 +6435,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6516,6 +6451,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6531,6 +6467,7 @@ export interface operations {
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6546,6 +6483,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6561,6 +6499,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6577,6 +6516,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6593,6 +6533,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6608,6 +6549,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6645,6 +6587,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6660,6 +6603,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6675,6 +6619,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6691,6 +6636,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6706,6 +6652,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6721,6 +6668,7 @@ export interface operations {
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6736,6 +6684,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6751,6 +6700,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6767,6 +6717,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6783,6 +6734,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6798,63 +6750,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsPostsPostIdRepliesReplyId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-                /** @description The reply id */
-                reply_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6888,6 +6790,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6905,6 +6808,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6921,6 +6825,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6937,6 +6842,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6954,6 +6860,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6970,6 +6877,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -6987,6 +6895,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7003,6 +6912,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7042,6 +6952,7 @@ export interface operations {
                 headers: {
                     Location: components["headers"]["Location"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7059,6 +6970,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7075,6 +6987,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7091,6 +7004,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7107,6 +7021,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7123,6 +7038,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7139,6 +7055,7 @@ export interface operations {
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7156,6 +7073,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7171,6 +7089,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7187,6 +7106,7 @@ export interface operations {
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7202,6 +7122,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7218,6 +7139,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7233,61 +7155,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsPostsPostIdRecommends: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7317,6 +7191,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7334,6 +7209,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7349,6 +7225,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7365,6 +7242,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7382,6 +7260,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7398,6 +7277,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7415,6 +7295,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7431,6 +7312,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7464,6 +7346,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7479,6 +7362,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7494,6 +7378,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7510,6 +7395,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7525,6 +7411,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7540,6 +7427,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7555,6 +7443,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7571,6 +7460,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7587,6 +7477,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7602,63 +7493,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsPostsPostIdRecommendsUserId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The post id */
-                post_id: number;
-                /** @description The id of the user who recommended the post */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7690,6 +7531,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7707,6 +7549,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7722,6 +7565,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7734,10 +7578,11 @@ export interface operations {
                     "application/json": components["schemas"]["EnvelopeError"];
                 };
             };
-            /** @description The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate) */
+            /** @description The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7755,6 +7600,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7772,6 +7618,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7788,6 +7635,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7795,52 +7643,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EnvelopeError"];
-                };
-            };
-        };
-    };
-    optionsBoardsList: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7872,6 +7674,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7889,6 +7692,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7904,6 +7708,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7916,10 +7721,11 @@ export interface operations {
                     "application/json": components["schemas"]["EnvelopeError"];
                 };
             };
-            /** @description The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate) */
+            /** @description The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7937,6 +7743,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7954,6 +7761,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -7970,6 +7778,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8006,6 +7815,7 @@ export interface operations {
                 headers: {
                     Location: components["headers"]["Location"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8023,6 +7833,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8039,6 +7850,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8055,6 +7867,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8071,6 +7884,7 @@ export interface operations {
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8088,6 +7902,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8103,6 +7918,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8119,6 +7935,7 @@ export interface operations {
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8134,6 +7951,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8150,6 +7968,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8165,58 +7984,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["EnvelopeError"];
-                };
-            };
-        };
-    };
-    optionsBoards: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, POST: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8244,6 +8018,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8261,6 +8036,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8276,6 +8052,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8288,10 +8065,11 @@ export interface operations {
                     "application/json": components["schemas"]["EnvelopeError"];
                 };
             };
-            /** @description The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate) */
+            /** @description The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate) */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8309,6 +8087,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8325,6 +8104,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8342,6 +8122,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8358,6 +8139,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8398,6 +8180,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8414,6 +8197,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8429,6 +8213,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8445,6 +8230,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8460,6 +8246,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8475,6 +8262,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8490,6 +8278,7 @@ export interface operations {
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8505,6 +8294,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8520,6 +8310,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8536,6 +8327,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8552,6 +8344,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8567,6 +8360,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8602,6 +8396,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8617,6 +8412,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8632,6 +8428,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8648,6 +8445,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8663,6 +8461,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8678,6 +8477,7 @@ export interface operations {
             412: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8693,6 +8493,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8708,6 +8509,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8724,6 +8526,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8740,6 +8543,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8755,6 +8559,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8769,51 +8574,761 @@ export interface operations {
             };
         };
     };
-    optionsBoardsBoardId: {
+    listReports: {
+        parameters: {
+            query?: {
+                /** @description Only reports in this status */
+                status?: "open" | "resolved" | "dismissed";
+                /** @description Items per page */
+                limit?: number;
+                /** @description Opaque; copy it from the `next` link of the previous page */
+                cursor?: string;
+            };
+            header?: {
+                /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of reports */
+            200: {
+                headers: {
+                    Link: components["headers"]["Link"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"][];
+                };
+            };
+            /** @description Not modified: If-None-Match matched the current ETag; no body */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    Link: components["headers"]["Link"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createReport: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
+                /** @description Makes the create safe to retry: a repeat with the same key and body, by the same caller to the same path within IDEMPOTENCY_TTL_SECONDS, gets the kept answer again (with Idempotent-Replayed: true); the same key with another body is 422, and 409 while its first request still runs */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewReport"];
+            };
+        };
+        responses: {
+            /** @description The new report; Location names it */
+            201: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            /** @description Malformed request, or a subject that does not exist, that the caller may not see, or that is their own */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller already has an open report of this subject; or a request with this Idempotency-Key is still running (retry after Retry-After) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body is not JSON in UTF-8 (Content-Type: application/json), or is sent with a Content-Encoding */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Accept-Encoding": components["headers"]["Accept-Encoding"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This Idempotency-Key was used with a different body */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getReport: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
             };
             path: {
-                /** @description The board id */
-                board_id: number;
+                /** @description The report id */
+                report_id: number;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
+            /** @description The report */
+            200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            /** @description Not modified: If-None-Match matched the current ETag; no body */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Not a preflight, or a method other than DELETE, GET, HEAD, PUT: see Allow */
-            405: {
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["EnvelopeError"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such report */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    replaceReport: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Change only if the resource still has one of these ETags (`*`: if it exists); else 412 and nothing changes */
+                "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes */
+                "If-None-Match"?: components["parameters"]["IfNoneMatchWrite"];
+            };
+            path: {
+                /** @description The report id */
+                report_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportReplacement"];
+            };
+        };
+        responses: {
+            /** @description The updated report */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            /** @description Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors` */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token (see WWW-Authenticate) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such report */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Reopening: the reporter has another open report of the same subject */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed */
+            412: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request body is not JSON in UTF-8 (Content-Type: application/json), or is sent with a Content-Encoding */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Accept-Encoding": components["headers"]["Accept-Encoding"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected failure; the body carries a request id that is also in the log */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable or too slow; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
+                    Vary: components["headers"]["Vary"];
+                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
+                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -8831,7 +9346,7 @@ export interface operations {
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
                 "If-None-Match"?: components["parameters"]["IfNoneMatch"];
-                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400. */
+                /** @description With `Accept: text/event-stream`: resume after this event id (the last `id:` received, e.g. `42-9f2c4a7be013`; ids are opaque: a number that increases, then a random tag). The events after it that the subscriber may see are replayed in order, each post as it is now (or `post.deleted` when it is gone or hidden from the subscriber), then the stream goes on live. An id no longer kept, never sent by this database (`0` included) or from before a restore of the database gets `event: reset` first. Malformed: 400. */
                 "Last-Event-ID"?: string;
             };
             path: {
@@ -8847,6 +9362,7 @@ export interface operations {
                 headers: {
                     Link: components["headers"]["Link"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8866,6 +9382,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8882,6 +9399,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8898,6 +9416,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8915,6 +9434,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8931,6 +9451,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8943,10 +9464,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Too many requests; see Retry-After */
+            /** @description Too many requests; see Retry-After; with `Accept: text/event-stream`, also too many streams open for this user */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8964,6 +9486,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8976,10 +9499,11 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The database is unavailable or too slow; retry after Retry-After */
+            /** @description The database is unavailable or too slow; retry after Retry-After; with `Accept: text/event-stream`, also too many streams open on this server */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -8987,55 +9511,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdNotifications: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9063,6 +9538,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9080,6 +9556,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9095,6 +9572,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9111,6 +9589,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9128,6 +9607,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9144,6 +9624,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9160,6 +9641,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9177,6 +9659,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9193,6 +9676,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9228,6 +9712,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9243,6 +9728,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9258,6 +9744,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9274,6 +9761,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9289,6 +9777,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9304,6 +9793,7 @@ export interface operations {
             408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9319,6 +9809,7 @@ export interface operations {
             413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9334,6 +9825,7 @@ export interface operations {
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9350,6 +9842,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9366,6 +9859,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9381,61 +9875,13 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdNotificationsMarker: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The user id */
-                user_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD, PUT: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9465,6 +9911,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9482,6 +9929,7 @@ export interface operations {
             304: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9497,6 +9945,7 @@ export interface operations {
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9513,6 +9962,7 @@ export interface operations {
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9530,6 +9980,7 @@ export interface operations {
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9546,6 +9997,7 @@ export interface operations {
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9562,6 +10014,7 @@ export interface operations {
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9579,6 +10032,7 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9595,6 +10049,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-Content-Type-Options": components["headers"]["X-Content-Type-Options"];
                     Vary: components["headers"]["Vary"];
                     "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
                     "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
@@ -9602,57 +10057,6 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    optionsUsersUserIdNotificationsNotificationId: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight */
-                Origin?: components["parameters"]["Origin"];
-                /** @description CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405 */
-                "Access-Control-Request-Method"?: components["parameters"]["AccessControlRequestMethod"];
-                /** @description CORS preflight: the request headers the browser means to send; all are allowed */
-                "Access-Control-Request-Headers"?: components["parameters"]["AccessControlRequestHeaders"];
-            };
-            path: {
-                /** @description The recipient */
-                user_id: number;
-                /** @description The notification id */
-                notification_id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The preflight is allowed; no body */
-            204: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
-                    "Access-Control-Allow-Methods": components["headers"]["Access-Control-Allow-Methods"];
-                    "Access-Control-Allow-Headers": components["headers"]["Access-Control-Allow-Headers"];
-                    "Access-Control-Max-Age": components["headers"]["Access-Control-Max-Age"];
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not a preflight, or a method other than GET, HEAD: see Allow */
-            405: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
-                    Vary: components["headers"]["Vary"];
-                    "Access-Control-Allow-Origin": components["headers"]["Access-Control-Allow-Origin"];
-                    "Access-Control-Expose-Headers": components["headers"]["Access-Control-Expose-Headers"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -7,6 +7,7 @@
  *   corkboard seed --demo [--force]       fill the database with a small demo community, through the API
  *   corkboard backup <file> [--force]     online copy of the SQLite database while the server runs
  *   corkboard restore <file>              replace the SQLite database with a backup (server stopped)
+ *   corkboard help | --help | -h          this list (also `corkboard <command> --help`)
  */
 import { createInterface } from 'node:readline';
 import { ConfigError, loadConfig } from '../src/config.js';
@@ -20,7 +21,24 @@ const USAGE = [
   '       corkboard seed --demo [--force]',
   '       corkboard backup <file> [--force]',
   '       corkboard restore <file>',
+  '       corkboard help',
 ].join('\n');
+
+/** What `corkboard help` prints: the usage, what each command does, and where it takes its settings. */
+const HELP = `${USAGE}
+
+  migrate                bring the database schema up to date
+  create-admin <name>    create an admin (password from ADMIN_PASSWORD or the first line of stdin),
+                         or promote an existing user of that name to admin
+  seed --demo [--force]  fill the database with a small demo community, through the API
+  backup <file>          online copy of the SQLite database while the server runs (--force: overwrite <file>)
+  restore <file>         replace the SQLite database with a backup (server stopped)
+
+Settings come from the environment, as for the server: DATABASE_URL (default sqlite:data/corkboard.db),
+PASSWORD_HASH_MEMORY_KIB, … (see the README).`;
+
+/** `corkboard help`, `--help` or `-h`, also after a command (`corkboard backup --help`). */
+const wantsHelp = (argv: string[]) => ['help', '--help', '-h'].includes(argv[0] ?? '') || argv.includes('--help');
 
 const io: CommandOutput = {
   out: (text) => process.stdout.write(text),
@@ -68,6 +86,11 @@ async function readPassword(): Promise<string | undefined> {
 }
 
 async function main(argv: string[]): Promise<number> {
+  if (wantsHelp(argv)) {
+    // Asked for, so on stdout with success; a usage error prints the same usage on stderr with 2.
+    process.stdout.write(`${HELP}\n`);
+    return 0;
+  }
   const [command, username] = argv;
   const handled = await fileCommand(command ?? '', argv.slice(1));
   if (handled !== undefined) return handled;

@@ -26,6 +26,8 @@ import idempotencyPlugin from './plugins/idempotency/index.js';
 import fanoutPlugin from './modules/feed/feed.fanout.js';
 import streamsPlugin from './modules/streams/streams.plugin.js';
 import modules from './modules/index.js';
+import tracingPlugin from './plugins/tracing.js';
+import { startTracing } from './tracing.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -137,6 +139,12 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
     done(null, payload);
   });
 
+  // Tracing, when configured: first, so that the request's span covers every other hook.
+  const tracing = config.tracing && startTracing(config.tracing, /^postgres/.test(config.databaseUrl) ? 'postgres' : 'sqlite');
+  if (tracing) {
+    await app.register(tracingPlugin, { completions: accessLog });
+    app.addHook('onClose', () => tracing.shutdown());
+  }
   await app.register(httpHygienePlugin);
   await app.register(errorHandler, { arriving });
   await app.register(routeDocsPlugin);
@@ -157,6 +165,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
         groupCommit: config.sqliteGroupCommit,
         backgroundCheckpoint: config.sqliteBackgroundCheckpoint,
         onHookError: (error) => app.log.error({ err: error }, 'an after-commit hook or background database work failed'),
+        onStatement: tracing ? tracing.onStatement : undefined,
       });
     await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
   } catch (error) {
@@ -169,9 +178,10 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   // request that follows (conditional headers), so that each answer of a limited route carries its fields.
   await app.register(rateLimitPlugin);
   await app.register(conditionalPlugin);
-  await app.register(openapiPlugin);
-  // On every signed-in request: plain SQL (db/hot-statements.ts).
+  // Before every route, /docs included: it hooks each route as the route is declared (an Authorization header that
+  // is no bearer credential is a 401 on every route). On every signed-in request: plain SQL (db/hot-statements.ts).
   await app.register(authPlugin, { findCaller: (hash) => findCallerByTokenHash(store, hash, new Date().toISOString()) });
+  await app.register(openapiPlugin);
   await app.register(fanoutPlugin);
   await app.register(streamsPlugin);
   // Before the modules: it hooks each creating route as the route is declared.

@@ -57,6 +57,29 @@ describe('loadConfig REDIS_URL and REDIS_KEY_PREFIX', () => {
   });
 });
 
+describe('loadConfig METRICS_TOKEN', () => {
+  it('has no default: unset or empty, /metrics is open', () => {
+    expect(loadConfig({}).metricsToken).toBeUndefined();
+    expect(loadConfig({ METRICS_TOKEN: '' }).metricsToken).toBeUndefined();
+  });
+
+  it.each(['0123456789abcdef', 'a'.repeat(256), 'YWJjZGVmZ2hpamtsbW5vcA=='])('accepts %s', (value) => {
+    expect(loadConfig({ METRICS_TOKEN: value }).metricsToken).toBe(value);
+  });
+
+  it.each(['short', 'a'.repeat(257), 'has a space in it!!', 'quote"quote"quote"', 'x'.repeat(15)])('rejects METRICS_TOKEN=%s, naming it but not echoing it', (value) => {
+    let message = '';
+    try {
+      loadConfig({ METRICS_TOKEN: value });
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/^METRICS_TOKEN: must be 16 to 256 of /);
+    expect(message).not.toContain(value);
+  });
+});
+
 describe('loadConfig TRUST_PROXY', () => {
   it.each([
     [undefined, false],
@@ -181,5 +204,36 @@ describe('loadConfig DATABASE_URL, DATABASE_DIRECT_URL and HOST', () => {
 
   it.each(['127.0.0.1', '0.0.0.0', '::', '::1', 'localhost', 'api.internal'])('takes HOST=%s', (host) => {
     expect(loadConfig({ HOST: host }).host).toBe(host);
+  });
+});
+
+describe('loadConfig OpenTelemetry (OTEL_*)', () => {
+  it('leaves tracing off when no OTLP endpoint is set', () => {
+    expect(loadConfig({}).tracing).toBeUndefined();
+    expect(loadConfig({ OTEL_SERVICE_NAME: 'x' }).tracing).toBeUndefined();
+  });
+
+  it('adds /v1/traces to OTEL_EXPORTER_OTLP_ENDPOINT and takes OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is', () => {
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' }).tracing).toEqual({
+      endpoint: 'http://collector:4318/v1/traces',
+      serviceName: 'corkboard',
+    });
+    expect(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://b/traces', OTEL_SERVICE_NAME: 'api' }).tracing,
+    ).toEqual({ endpoint: 'https://b/traces', serviceName: 'api' });
+  });
+
+  it('is off with OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none', () => {
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }).tracing).toBeUndefined();
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' }).tracing).toBeUndefined();
+  });
+
+  it.each([
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, /^OTEL_EXPORTER_OTLP_ENDPOINT: must be an http or https URL/],
+    [{ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'ftp://c/v1/traces' }, /^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: must be an http or https URL/],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'zipkin' }, /^OTEL_TRACES_EXPORTER: must be "otlp" or "none"/],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, /^OTEL_EXPORTER_OTLP_PROTOCOL: must be "http\/json"/],
+  ])('refuses %o, naming the variable', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(message);
   });
 });

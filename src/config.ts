@@ -56,6 +56,11 @@ export const ConfigSchema = Type.Object({
    * each process counts in memory and is woken through PostgreSQL.
    */
   redisUrl: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$' })),
+  /**
+   * When set, GET /metrics needs `Authorization: Bearer <metricsToken>`. A bearer token (token68 characters), long
+   * enough not to be guessed; no default (a secret).
+   */
+  metricsToken: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9._~+/-]{16,256}={0,2}$' })),
   /** Prefix of every Redis key the service writes, so several deployments (or test runs) can share one Redis. */
   redisKeyPrefix: Type.String({ pattern: '^[A-Za-z0-9:._-]{0,64}$' }),
   /**
@@ -69,14 +74,25 @@ export const ConfigSchema = Type.Object({
   shutdownGraceMs: Type.Integer({ minimum: 0, maximum: 600_000 }),
   /** Live streams (CONTRACT §7): a `: keep-alive` comment after this many seconds without an event. */
   streamHeartbeatSeconds: Type.Integer({ minimum: 1, maximum: 3600 }),
-  /** Open streams per signed-in user (more: 429): across processes with REDIS_URL, else per process. */
+  /**
+   * Open streams per signed-in user, and per client address for streams opened without a token (more: 429): across
+   * processes with REDIS_URL, else per process.
+   */
   streamMaxPerUser: Type.Integer({ minimum: 1, maximum: 10_000 }),
-  /** Open streams per process (more: 503 with Retry-After). */
+  /** Open streams per process (more: 503 with Retry-After); a tenth is kept for signed-in users (streams.plugin.ts). */
   streamMax: Type.Integer({ minimum: 1, maximum: 1_000_000 }),
   /** How often the token of an open stream is checked again; a revoked or expired one ends the stream. */
   streamAuthRecheckSeconds: Type.Integer({ minimum: 1, maximum: 60 }),
   /** How long stream events are kept for resuming (at least an hour, CONTRACT §7). */
   streamRetentionSeconds: Type.Integer({ minimum: 3600, maximum: 30 * 24 * 3600 }),
+  /** OpenTelemetry tracing (src/tracing.ts), from the standard OTEL_* variables; unset: off. */
+  tracing: Type.Optional(
+    Type.Object({
+      /** The OTLP/HTTP traces URL. */
+      endpoint: Type.String({ pattern: '^https?://[^\\s]+$' }),
+      serviceName: Type.String({ minLength: 1, maxLength: 256 }),
+    }),
+  ),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -181,6 +197,7 @@ const VARIABLES: Record<string, string> = {
   '/trustProxy': 'TRUST_PROXY',
   '/redisUrl': 'REDIS_URL',
   '/redisKeyPrefix': 'REDIS_KEY_PREFIX',
+  '/metricsToken': 'METRICS_TOKEN',
   '/requestTimeoutMs': 'REQUEST_TIMEOUT_MS',
   '/shutdownGraceMs': 'SHUTDOWN_GRACE_MS',
   '/streamHeartbeatSeconds': 'STREAM_HEARTBEAT_SECONDS',
@@ -188,6 +205,8 @@ const VARIABLES: Record<string, string> = {
   '/streamMax': 'STREAM_MAX',
   '/streamAuthRecheckSeconds': 'STREAM_AUTH_RECHECK_SECONDS',
   '/streamRetentionSeconds': 'STREAM_RETENTION_SECONDS',
+  '/tracing/endpoint': 'OTEL_EXPORTER_OTLP_ENDPOINT',
+  '/tracing/serviceName': 'OTEL_SERVICE_NAME',
 };
 
 /** What a value that is not one of a few choices, or of a format, must be: for the operator, not a pattern. */
@@ -197,7 +216,35 @@ const FORMATS: Record<string, string> = {
   DATABASE_DIRECT_URL: 'must be postgres://user:password@host:5432/database',
   PUBLIC_URL: 'must be an absolute http or https URL of plain URL characters, such as https://api.example.com',
   REDIS_KEY_PREFIX: 'must be at most 64 of A-Z a-z 0-9 : . _ -',
+  OTEL_EXPORTER_OTLP_ENDPOINT: 'must be an http or https URL, such as http://127.0.0.1:4318',
+  OTEL_SERVICE_NAME: 'must be 1 to 256 characters',
+  METRICS_TOKEN: 'must be 16 to 256 of A-Z a-z 0-9 . _ ~ + / - (a bearer token; `openssl rand -hex 32` makes one)',
 };
+
+/**
+ * Tracing from the standard OpenTelemetry variables: on when an OTLP endpoint is set, unless OTEL_SDK_DISABLED is
+ * true or OTEL_TRACES_EXPORTER is `none`. Spans go over OTLP/HTTP as JSON, the one protocol this build exports
+ * (a collector takes it on the same port as protobuf). OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is the full URL;
+ * OTEL_EXPORTER_OTLP_ENDPOINT a base to which `/v1/traces` is added (the specification's rule).
+ */
+function tracing(env: Env): Config['tracing'] {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return undefined;
+  const exporter = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase() || 'otlp';
+  if (exporter === 'none') return undefined;
+  if (exporter !== 'otlp') throw new ConfigError('OTEL_TRACES_EXPORTER', `must be "otlp" or "none", got "${env.OTEL_TRACES_EXPORTER}"`);
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL']) {
+    const protocol = env[name]?.trim();
+    if (protocol && protocol !== 'http/json') throw new ConfigError(name, `must be "http/json" (the protocol this build exports), got "${protocol}"`);
+  }
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  if (!traces && !base) return undefined;
+  const endpoint = traces || `${base!.replace(/\/+$/, '')}/v1/traces`;
+  if (!URL.canParse(endpoint) || !/^https?:$/.test(new URL(endpoint).protocol)) {
+    throw new ConfigError(traces ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT', 'must be an http or https URL, such as http://127.0.0.1:4318');
+  }
+  return { endpoint, serviceName: env.OTEL_SERVICE_NAME?.trim() || 'corkboard' };
+}
 
 export function loadConfig(env: Env = process.env): Readonly<Config> {
   const port = integer(env, 'PORT', 3000);
@@ -243,6 +290,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     pgPoolMax: integer(env, 'PG_POOL_MAX', 10),
     redisUrl: redisUrl(env),
     redisKeyPrefix: env.REDIS_KEY_PREFIX || 'corkboard:',
+    metricsToken: env.METRICS_TOKEN || undefined,
     trustProxy: trustProxy(env),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000),
@@ -251,6 +299,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     streamMax: integer(env, 'STREAM_MAX', 10_000),
     streamAuthRecheckSeconds: integer(env, 'STREAM_AUTH_RECHECK_SECONDS', 30),
     streamRetentionSeconds: integer(env, 'STREAM_RETENTION_SECONDS', 3600),
+    tracing: tracing(env),
   };
   return Object.freeze(parseConfig(config));
 }

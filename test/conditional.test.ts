@@ -168,6 +168,22 @@ describe('GET: ETag, Cache-Control, Vary, If-None-Match', () => {
     expect(head.headers.etag).toBe(tag);
   });
 
+  // README, "Choices where the contract is silent": a request is counted when it arrives, before anything tells
+  // whether it will be a 304, so a 304 draws on the quota like a 200, and If-None-Match does not get past a 429.
+  it('a 304 counts against the rate limit like a 200', async () => {
+    const app = await buildTestApp({ rateLimit: { enabled: true, max: 3, authMax: 100, windowMs: 60_000 } });
+    const first = await call(app, 'GET', '/users');
+    expect(first.headers.ratelimit).toMatch(/^"default";r=2;t=\d+$/);
+    const headers = { 'if-none-match': String(first.headers.etag) };
+    const second = await call(app, 'GET', '/users', { headers });
+    expect(second.statusCode).toBe(304);
+    expect(second.headers.ratelimit).toMatch(/^"default";r=1;t=\d+$/);
+    expect((await call(app, 'GET', '/users', { headers })).statusCode).toBe(304);
+    const over = await call(app, 'GET', '/users', { headers });
+    expect(over.statusCode).toBe(429);
+    expect(over.headers['retry-after']).toMatch(/^\d+$/);
+  });
+
   it('the tag is the identity body’s: the same for br, gzip and plain; a 304 is never compressed', async () => {
     const app = await buildTestApp();
     const alice = await signUp(app);

@@ -7,8 +7,6 @@ import { createAdmin, signUp, uniqueName } from './helpers/factories.js';
 import { openSse } from './helpers/sse.js';
 
 const METHODS = ['get', 'post', 'put', 'delete'] as const;
-/** With the OPTIONS operations (CORS preflights, and the 405 of methods a path does not take). */
-const ALL_METHODS = [...METHODS, 'options'] as const;
 type Ref = { $ref: string };
 type Response = { description?: string; headers?: Record<string, Ref>; content?: Record<string, { schema?: unknown }> };
 type Operation = {
@@ -111,6 +109,20 @@ describe('the OpenAPI document', () => {
     expect(unchecked).toEqual([]);
   });
 
+  // A CORS preflight is protocol-level (CONTRACT §1), like HEAD: as an operation, a generated client would offer it
+  // as an API call and a fuzzer would call it. The service still answers it (the header test below checks that).
+  it('has no OPTIONS (nor HEAD) operation: every operation is GET, POST, PUT or DELETE', async () => {
+    const document = await buildOpenApiDocument();
+    const paths = document.paths as Record<string, Record<string, unknown>>;
+    expect(Object.keys(paths).length).toBeGreaterThan(10);
+    for (const [path, item] of Object.entries(paths)) {
+      expect(item.options, path).toBeUndefined();
+      expect(Object.keys(item).filter((key) => !(METHODS as readonly string[]).includes(key) && key !== 'parameters'), path).toEqual([]);
+    }
+    expect(JSON.stringify(document)).not.toMatch(/"operationId":"options/);
+    expect((document.tags as Array<{ name: string }>).map((tag) => tag.name)).not.toContain('cors');
+  });
+
   it('matches the committed openapi.json (run `npm run openapi` after changing a route)', async () => {
     const committed = JSON.parse(readFileSync(new URL('../openapi.json', import.meta.url), 'utf8')) as unknown;
     expect(await buildOpenApiDocument()).toEqual(committed);
@@ -125,9 +137,9 @@ describe('the OpenAPI document as a client contract', () => {
     const document = await buildOpenApiDocument();
     const components = document.components as { headers: Record<string, { schema: { type: string } }> };
     expect(Object.keys(components.headers).sort()).toEqual([
-      'Accept-Encoding', 'Access-Control-Allow-Headers', 'Access-Control-Allow-Methods', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers',
-      'Access-Control-Max-Age', 'Allow', 'Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'RateLimit',
-      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Request-Id',
+      'Accept-Encoding', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers',
+      'Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'RateLimit',
+      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Content-Type-Options', 'X-Request-Id',
     ]);
     expect(components.headers['Retry-After']!.schema.type).toBe('integer');
     for (const [where, op] of operationsOf(document)) {
@@ -138,6 +150,7 @@ describe('the OpenAPI document as a client contract', () => {
         // A whole TypeBox object given as `headers` used to show up as headers named type, required, properties.
         expect(Object.keys(headers), at).not.toEqual(expect.arrayContaining(['type']));
         expect(headers['X-Request-Id'], at).toEqual(header('X-Request-Id'));
+        expect(headers['X-Content-Type-Options'], at).toEqual(header('X-Content-Type-Options'));
         for (const name of ['Vary', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers']) expect(headers[name], `${at} ${name}`).toEqual(header(name));
         if (where.startsWith('GET ')) expect(headers['Cache-Control'], at).toEqual(header('Cache-Control'));
         if (limited) {
@@ -156,13 +169,9 @@ describe('the OpenAPI document as a client contract', () => {
       if (/^(POST|PUT|DELETE) /.test(where)) expect(Object.keys(op.responses ?? {}), where).toEqual(expect.arrayContaining(['413', '415']));
     }
     const paths = document.paths as Record<string, Record<string, Operation>>;
-    // A 405 belongs to a path, not to the operations it has: each path's OPTIONS documents it, and the preflight.
-    for (const [path, item] of Object.entries(paths)) {
-      expect(item.options?.responses?.['405']?.headers?.Allow, path).toEqual(header('Allow'));
-      expect(item.options?.responses?.['204']?.headers?.['Access-Control-Allow-Methods'], path).toEqual(header('Access-Control-Allow-Methods'));
-      expect(item.options?.security, path).toEqual([]);
-    }
-    for (const page of ['/users', '/posts', '/users/{user_id}/posts', '/users/{user_id}/feed', '/posts/{post_id}/replies']) {
+    // The preflight and the 405 belong to no operation: the document's description names their headers.
+    expect((document.info as { description: string }).description).toMatch(/preflight.*Access-Control-Allow-Methods.*405 with Allow/s);
+    for (const page of ['/users', '/posts', '/users/{user_id}/posts', '/users/{user_id}/feed', '/users/{user_id}/tokens', '/posts/{post_id}/replies']) {
       expect(paths[page]!.get!.responses!['200']!.headers!.Link, page).toEqual(header('Link'));
     }
   });
@@ -173,14 +182,15 @@ describe('the OpenAPI document as a client contract', () => {
     const refs = (op: Operation) => (op.parameters ?? []).flatMap((p) => ('$ref' in p ? [p.$ref] : []));
     const statuses = (op: Operation) => Object.keys(op.responses ?? {});
     const conditional = ['/users/{user_id}', '/posts/{post_id}', '/posts/{post_id}/replies/{reply_id}', '/boards/{board_id}'];
-    for (const path of conditional) {
+    for (const path of [...conditional, '/reports/{report_id}']) {
       for (const method of ['put', 'delete'] as const) {
+        if (!paths[path]![method]) continue;
         expect(refs(paths[path]![method]!), `${method} ${path}`).toContain('#/components/parameters/IfMatch');
         expect(statuses(paths[path]![method]!), `${method} ${path}`).toContain('412');
       }
       expect(paths[path]!.put!.responses!['200']!.headers!.ETag, path).toEqual(header('ETag'));
     }
-    const creates = ['/users', '/users/{user_id}/followers', '/users/{user_id}/posts', '/posts/{post_id}/replies', '/posts/{post_id}/recommends', '/boards'];
+    const creates = ['/users', '/users/{user_id}/followers', '/users/{user_id}/posts', '/posts/{post_id}/replies', '/posts/{post_id}/recommends', '/boards', '/reports'];
     for (const path of creates) {
       const op = paths[path]!.post!;
       expect(refs(op), path).toContain('#/components/parameters/IdempotencyKey');
@@ -200,29 +210,38 @@ describe('the OpenAPI document as a client contract', () => {
   it('says security: [] on every public operation, those where a token is optional included', async () => {
     const document = await buildOpenApiDocument();
     const byId = new Map(operationsOf(document).map(([, op]) => [op.operationId, op]));
-    for (const id of ['getHealth', 'getMetrics', 'getOpenApi', 'createUser', 'createToken']) expect(byId.get(id)?.security, id).toEqual([]);
+    for (const id of ['getHealth', 'getOpenApi', 'createUser', 'createToken']) expect(byId.get(id)?.security, id).toEqual([]);
+    // /metrics: no token, or the server's METRICS_TOKEN when it sets one (never a user's token); its 401 is listed.
+    expect(byId.get('getMetrics')?.security).toEqual([{}, { metricsToken: [] }]);
+    expect(Object.keys((byId.get('getMetrics') as { responses: object }).responses)).toContain('401');
+    expect((document.components as { securitySchemes: object }).securitySchemes).toMatchObject({ metricsToken: { type: 'http', scheme: 'bearer' } });
     // A token is optional on public reads: still `security: []`, the optional token said in words, its 401 listed.
     expect(byId.get('getPost')?.security).toEqual([]);
     expect(byId.get('getPost')?.description).toMatch(/bearer token may be sent/);
     expect(Object.keys((byId.get('getPost') as { responses: object }).responses)).toContain('401');
     expect(byId.get('replaceUser')?.security).toEqual([{ bearerAuth: [] }]);
     for (const [where, op] of operationsOf(document)) expect(op.security, where).toBeDefined();
-    // Every read is public but the feed and notifications (self or admin, CONTRACT §4, §10).
-    const signedInReads = new Set([
+    // Every read is public but the feed, the tokens and notifications (self or admin, CONTRACT §4, §10) and reports
+    // (their reporter, admins: §9).
+    const signedIn = [
       'GET /users/{user_id}/feed',
+      'GET /tokens/{token_id}',
+      'GET /users/{user_id}/tokens',
+      'GET /reports',
+      'GET /reports/{report_id}',
       'GET /users/{user_id}/notifications',
       'GET /users/{user_id}/notifications/{notification_id}',
       'GET /users/{user_id}/notifications/marker',
-    ]);
+    ];
     for (const [where, op] of operationsOf(document).filter(([where]) => where.startsWith('GET '))) {
-      expect(op.security, where).toEqual(signedInReads.has(where) ? [{ bearerAuth: [] }] : []);
+      expect(op.security, where).toEqual(signedIn.includes(where) ? [{ bearerAuth: [] }] : where === 'GET /metrics' ? [{}, { metricsToken: [] }] : []);
     }
   });
 
   it('names the resources as component schemas and refers to them; every $ref resolves', async () => {
     const document = await buildOpenApiDocument();
     const schemas = (document.components as { schemas: Record<string, { title?: string }> }).schemas;
-    for (const name of ['User', 'Post', 'Reply', 'Board', 'Problem', 'EnvelopeError', 'BoardEnvelope', 'BoardPageEnvelope', 'Link', 'Token']) {
+    for (const name of ['User', 'Post', 'Reply', 'Board', 'Problem', 'EnvelopeError', 'BoardEnvelope', 'BoardPageEnvelope', 'Link', 'Token', 'Session']) {
       expect(schemas[name]?.title, name).toBe(name);
     }
     const byId = new Map(operationsOf(document).map(([, op]) => [op.operationId, op]));
@@ -276,13 +295,12 @@ describe('the OpenAPI document against the headers the service really sends', ()
     const check = (method: string, template: string, status: number, headers: Record<string, unknown>) => {
       const item = document.paths[template];
       expect(item, template).toBeDefined();
-      // A method the path does not take is answered 405 with Allow; the document says so on the path's OPTIONS.
-      const op = item![method.toLowerCase()] ?? (status === 405 ? item!.options : undefined);
+      const op = item![method.toLowerCase()];
       if (op === undefined) {
         undeclared.push(`${method} ${template} ${status}: no operation documents this answer`);
         return;
       }
-      covered.add(`${op === item![method.toLowerCase()] ? method.toLowerCase() : 'options'} ${template}`);
+      covered.add(`${method.toLowerCase()} ${template}`);
       const response = op.responses?.[String(status)] ?? op.responses?.default;
       if (response === undefined) {
         undeclared.push(`${method} ${template} ${status}: no such response`);
@@ -370,6 +388,14 @@ describe('the OpenAPI document against the headers the service really sends', ()
     const token = await send('POST', '/tokens', '/tokens', 201, { body: { username: bob.username, password: bob.password } });
     await send('POST', '/tokens', '/tokens', 401, { body: { username: bob.username, password: 'wrong password' } });
     await send('POST', '/tokens', '/tokens', 400, { body: {} });
+    await getTwice('/tokens/{token_id}', `/tokens/${token.json().id}`, bob.token);
+    await send('GET', '/tokens/{token_id}', `/tokens/${token.json().id}`, 404, { token: alice.token });
+    await send('GET', '/tokens/{token_id}', `/tokens/${token.json().id}`, 401);
+    await getTwice('/users/{user_id}/tokens', `/users/${bob.id}/tokens`, bob.token);
+    await send('GET', '/users/{user_id}/tokens', `/users/${bob.id}/tokens?limit=1`, 200, { token: bob.token });
+    await send('GET', '/users/{user_id}/tokens', `/users/${bob.id}/tokens`, 403, { token: alice.token });
+    await send('GET', '/users/{user_id}/tokens', '/users/999999/tokens', 404, { token: admin.token });
+    await send('GET', '/users/{user_id}/tokens', `/users/${bob.id}/tokens`, 401);
     await send('DELETE', '/tokens/{token_id}', `/tokens/${token.json().id}`, 200, { token: bob.token });
     await send('DELETE', '/tokens/{token_id}', `/tokens/${token.json().id}`, 401);
 
@@ -447,14 +473,49 @@ describe('the OpenAPI document against the headers the service really sends', ()
     await send('PUT', '/boards/{board_id}', `/boards/${boardId}`, 412, { token: alice.token, body: boardPut, headers: { 'if-match': '"stale"' } });
     await send('DELETE', '/boards/{board_id}', `/boards/${boardId}`, 200, { token: alice.token });
 
-    // Every path: a method it does not take, a plain OPTIONS (both 405 with Allow) and a CORS preflight (204).
+    const reports = '/reports';
+    const flagged = (await send('POST', reports, reports, 201, { token: bob.token, body: { subject: { type: 'user', id: alice.id }, reason: 'spam' } })).json();
+    const reportKey = { 'idempotency-key': `"${uniqueName('key')}"` };
+    await send('POST', reports, reports, 409, { token: bob.token, body: { subject: { type: 'user', id: alice.id }, reason: 'spam' }, headers: reportKey });
+    await send('POST', reports, reports, 400, { token: bob.token, body: { subject: { type: 'user', id: 999999 }, reason: 'spam' } });
+    await send('POST', reports, reports, 401, { body: { subject: { type: 'user', id: alice.id }, reason: 'spam' } });
+    await send('POST', reports, reports, 422, { token: bob.token, body: { subject: { type: 'user', id: alice.id }, reason: 'other' }, headers: reportKey });
+    await getTwice(reports, reports, admin.token);
+    await send('GET', reports, '/reports?status=closed', 400, { token: admin.token });
+    await send('GET', reports, reports, 403, { token: bob.token });
+    await send('GET', reports, reports, 401);
+    const report = `${reports}/{report_id}`;
+    await getTwice(report, `/reports/${flagged.id}`, bob.token);
+    await send('GET', report, `/reports/${flagged.id}`, 404, { token: alice.token });
+    await send('GET', report, `/reports/${flagged.id}`, 401);
+    const resolve = { status: 'resolved', resolution: 'Warned' };
+    await send('PUT', report, `/reports/${flagged.id}`, 200, { token: admin.token, body: resolve });
+    await send('PUT', report, `/reports/${flagged.id}`, 412, { token: admin.token, body: resolve, headers: { 'if-match': '"stale"' } });
+    await send('PUT', report, `/reports/${flagged.id}`, 403, { token: bob.token, body: resolve });
+    await send('PUT', report, `/reports/${flagged.id}`, 404, { token: alice.token, body: resolve });
+    await send('PUT', report, `/reports/${flagged.id}`, 400, { token: admin.token, body: {} });
+    await send('POST', reports, reports, 201, { token: bob.token, body: { subject: { type: 'user', id: alice.id }, reason: 'abuse' } });
+    await send('PUT', report, `/reports/${flagged.id}`, 409, { token: admin.token, body: { status: 'open', resolution: '' } });
+
+    // Every path, though the document lists no OPTIONS: a method it does not take and a plain OPTIONS are 405 with
+    // Allow, and a CORS preflight is 204 with the headers the document's description names.
     for (const template of Object.keys(document.paths)) {
       const url = template.replace(/\{[^}]+\}/g, String(alice.id));
-      await send('PATCH', template, url, 405);
-      const plain = await app.inject({ method: 'OPTIONS', url });
-      expect(plain.statusCode, `OPTIONS ${url}`).toBe(405);
-      check('OPTIONS', template, 405, plain.headers);
-      await send('OPTIONS', template, url, 204, { headers: { 'access-control-request-method': 'PUT', 'access-control-request-headers': 'authorization' } });
+      for (const method of ['PATCH', 'OPTIONS'] as const) {
+        const refused = await app.inject({ method, url, headers: method === 'PATCH' ? { origin: ORIGIN } : {} });
+        expect(refused.statusCode, `${method} ${url}`).toBe(405);
+        expect(refused.headers.allow, `${method} ${url}`).toMatch(/^[A-Z]+(, [A-Z]+)*$/);
+      }
+      const preflight = await call(app, 'OPTIONS', url, {
+        headers: { origin: ORIGIN, 'access-control-request-method': 'PUT', 'access-control-request-headers': 'authorization' },
+      });
+      expect(preflight.statusCode, `preflight ${url}`).toBe(204);
+      expect(preflight.headers, `preflight ${url}`).toMatchObject({
+        'access-control-allow-origin': ORIGIN,
+        'access-control-allow-methods': 'GET, HEAD, POST, PUT, DELETE',
+        'access-control-allow-headers': 'authorization',
+        'access-control-max-age': '600',
+      });
     }
 
     // The live streams: GET /posts, GET /users/{user_id}/feed and GET /users/{user_id}/notifications with Accept: text/event-stream.
@@ -471,7 +532,7 @@ describe('the OpenAPI document against the headers the service really sends', ()
       check('GET', template, 200, stream.headers as Record<string, unknown>);
     }
 
-    const operations = Object.entries(document.paths).flatMap(([path, item]) => ALL_METHODS.filter((m) => item[m]).map((m) => `${m} ${path}`));
+    const operations = Object.entries(document.paths).flatMap(([path, item]) => METHODS.filter((m) => item[m]).map((m) => `${m} ${path}`));
     expect(operations.filter((where) => !covered.has(where)), 'operations not exercised').toEqual([]);
     expect(undeclared).toEqual([]);
   }, 60_000);

@@ -4,7 +4,7 @@ import type { IdempotencyKeyRow, PostRow, Role } from './types.js';
 /**
  * The hottest statements as plain SQL, one text per dialect, run by the store on the driver itself (`Store.query`).
  * Building, compiling and running a Kysely query costs more than SQLite takes to answer a point read, so only a
- * statement that a benchmark shows is worth it belongs here (bench/README.md, "The rebuilt data layer");
+ * statement that a benchmark shows is worth it belongs here (bench/README.md, "Figures behind choices in the code");
  * everything else stays in the builder. The texts select exactly POST_COLUMNS (src/shared/visibility.ts), so rows are alike either way.
  */
 const POST_COLUMNS_SQL = 'id, owner_id, title, content, visibility, reply_count, recommend_count, created_at, updated_at';

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { CompiledQuery, Kysely, PostgresDialect, sql, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
-import { runHooks, type LockableTable, type PlainStatement, type Store, type StoreOptions, type Tx, type Work } from './store.js';
+import { kyselyLog, observe, runHooks, type LockableTable, type PlainStatement, type Store, type StoreOptions, type Tx, type Work } from './store.js';
 import type { Database } from './types.js';
 
 // pg returns int8 (ids, COUNT(*)) as strings and timestamptz as Date. Ids are assigned sequentially and stay far
@@ -40,12 +40,14 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
   // An idle client that loses its connection emits 'error' on the pool; without a listener that kills the process.
   pool.on('error', () => {});
   const nameOf = statementNames(preparedStatements);
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: wrapPool(pool, nameOf, poolMax) }) });
+  const onStatement = options.onStatement;
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: wrapPool(pool, nameOf, poolMax) }), log: kyselyLog(onStatement) });
 
   async function query<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]> {
     const text = statement.postgres;
     // pool.query checks a client out and back in around the one statement; an idle client that died is replaced.
-    const result = await pool.query<pg.QueryResultRow & R>({ name: nameOf(text), text, values: [...params] });
+    const run = () => pool.query<pg.QueryResultRow & R>({ name: nameOf(text), text, values: [...params] });
+    const result = await (onStatement ? observe(onStatement, text, run) : run());
     return result.rows;
   }
 

@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -7,7 +8,7 @@ import { CompiledQuery, Kysely, SqliteDialect } from 'kysely';
 import { DatabaseUnavailableError } from './errors.js';
 import { startCheckpointer } from './sqlite-checkpoint.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
-import { runHooks, type LockableTable, type PlainStatement, type Store, type TransactionOptions, type StoreOptions, type Tx, type Work } from './store.js';
+import { kyselyLog, observe, runHooks, type LockableTable, type PlainStatement, type Store, type TransactionOptions, type StoreOptions, type Tx, type Work } from './store.js';
 import type { Database } from './types.js';
 
 const BEGIN_IMMEDIATE = CompiledQuery.raw('begin immediate');
@@ -37,7 +38,7 @@ const STATEMENT_CACHE_SIZE = 500;
  * Page cache per connection, in KiB. better-sqlite3 builds SQLite with 16 MiB, and each connection keeps its own
  * (reader and writer: two copies of what is hot). The pages that every lookup walks (the B-trees' upper levels) fit
  * in far less; the rest comes from the kernel's page cache, which all connections and processes share (measured in
- * bench/README.md, "Memory").
+ * bench/README.md, "Figures behind choices in the code").
  */
 const PAGE_CACHE_KIB = 4096;
 
@@ -85,8 +86,10 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   const reader = open(file, 100);
   reader.pragma('query_only = ON');
   const readStatements = withStatementCache(reader);
-  const writeDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(writer) }) });
-  const readDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: readStatements }) });
+  const onStatement = options.onStatement;
+  const log = kyselyLog(onStatement);
+  const writeDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(writer) }), log });
+  const readDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: readStatements }), log });
 
   /** Takes the write lock, retrying while another connection holds it, until the deadline. */
   async function begin(conn: Kysely<Database>, deadline: number): Promise<void> {
@@ -191,17 +194,22 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
 
     // better-sqlite3 answers synchronously, so this cannot interleave with a query Kysely runs on the same connection.
     async query<R>(statement: PlainStatement, params: readonly unknown[]) {
-      return readStatements.prepare(statement.sqlite).all(params) as R[];
+      const all = () => readStatements.prepare(statement.sqlite).all(params) as R[];
+      return onStatement ? observe(onStatement, statement.sqlite, all) : all();
     },
 
     // `get` stops at the first row; `all` steps once more to find there is no second and builds an array.
     async queryOne<R>(statement: PlainStatement, params: readonly unknown[]) {
-      return readStatements.prepare(statement.sqlite).get(params) as R | undefined;
+      const get = () => readStatements.prepare(statement.sqlite).get(params) as R | undefined;
+      return onStatement ? observe(onStatement, statement.sqlite, get) : get();
     },
 
     transaction<T>(work: Work<T>, options: TransactionOptions = {}): Promise<T> {
       return new Promise<T>((resolve, reject) => {
         const solo = options.solo === true;
+        // Traced: the unit runs in its caller's async context (its statements belong to the caller's span), not in
+        // that of the batch runner, which the first unit of the batch started.
+        if (onStatement) work = AsyncResource.bind(work);
         queue.push({ work, solo, deadline: Date.now() + timeoutMs, resolve: resolve as (value: unknown) => void, reject });
         if (running) return;
         running = true;

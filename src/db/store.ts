@@ -1,10 +1,10 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, LogEvent } from 'kysely';
 import type { Database } from './types.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
 /** The tables whose rows a transaction may lock (see `Tx.lockRows`). */
-export type LockableTable = 'users' | 'posts' | 'replies' | 'boards';
+export type LockableTable = 'users' | 'posts' | 'replies' | 'boards' | 'reports';
 
 export interface TransactionOptions {
   /**
@@ -117,6 +117,54 @@ export interface StoreOptions {
   backgroundCheckpoint?: boolean;
   /** Where failures of after-commit hooks and of background work (SQLite's checkpoints) are reported. */
   onHookError?: (error: unknown) => void;
+  /**
+   * Told of every statement once it has run (tracing: one span per statement, src/tracing.ts). Unset, statements
+   * are not timed at all. Set, a SQLite unit of work also runs in its caller's async context, not in the batch
+   * runner's, so what it runs is attributed to the request that queued it.
+   */
+  onStatement?: StatementObserver;
+}
+
+/** One statement the store ran: its SQL text (never its parameters), when it began, how long it took, its error. */
+export interface StatementEvent {
+  sql: string;
+  /** Milliseconds since the epoch, fractional. */
+  startTime: number;
+  durationMs: number;
+  error?: unknown;
+}
+
+export type StatementObserver = (statement: StatementEvent) => void;
+
+/** Kysely's `log` option for an observer (Kysely times a query only when `log` is set), or undefined. */
+export function kyselyLog(observer: StatementObserver | undefined): ((event: LogEvent) => void) | undefined {
+  if (!observer) return undefined;
+  return (event) =>
+    observer({
+      sql: event.query.sql,
+      startTime: performance.timeOrigin + performance.now() - event.queryDurationMillis,
+      durationMs: event.queryDurationMillis,
+      ...(event.level === 'error' ? { error: event.error } : {}),
+    });
+}
+
+/** Runs a plain-SQL statement and tells `observer` of it. */
+export async function observe<T>(observer: StatementObserver, sql: string, run: () => Promise<T> | T): Promise<T> {
+  const start = performance.now();
+  const event = (error?: unknown): StatementEvent => ({
+    sql,
+    startTime: performance.timeOrigin + start,
+    durationMs: performance.now() - start,
+    ...(error === undefined ? {} : { error }),
+  });
+  try {
+    const value = await run();
+    observer(event());
+    return value;
+  } catch (error) {
+    observer(event(error));
+    throw error;
+  }
 }
 
 /** Runs after-commit hooks in order; one that throws does not stop the others. */

@@ -23,6 +23,7 @@ export interface Database {
   notification_markers: NotificationMarkersTable;
   notification_events: NotificationEventsTable;
   notification_position: StreamPositionTable;
+  reports: ReportsTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -127,15 +128,20 @@ export interface StreamEventsTable {
   owner_id: number;
   visibility: Visibility;
   previous_visibility: Visibility | null;
-  /** The post's row as written, JSON. */
-  post: string;
+  /** Random, part of the id a client sees (`<id>-<tag>`): an id handed out again after a restore differs by it. */
+  tag: string;
+  /** A post deleted with its owner's account: the owner's followers before (JSON array), on the account's first event. */
+  followers: string | null;
+  /** The account's other events: the id of the event that lists the followers. */
+  followers_in: number | null;
   created_at: string;
 }
 
-/** One row: the last stream event id handed out. */
+/** One row: the last stream event id handed out, and that event's tag. */
 export interface StreamPositionTable {
   id: number;
   last_id: number;
+  tag: string;
 }
 
 /** Running totals kept by triggers (name 'boards': the number of boards), so that no request counts a table. */
@@ -200,10 +206,35 @@ export interface NotificationEventsTable {
   kind: 'created' | 'deleted';
   notification_id: number;
   recipient_id: number;
+  /** Random, sent with the id (`<id>-<tag>`): what tells an id handed out again after a restore from the first. */
+  tag: string;
   created_at: string;
 }
 
 export type NotificationRow = Selectable<NotificationsTable>;
+export type ReportSubjectType = 'post' | 'reply' | 'user';
+export type ReportReason = 'spam' | 'abuse' | 'illegal' | 'other';
+export type ReportStatus = 'open' | 'resolved' | 'dismissed';
+
+/**
+ * Reports (CONTRACT §9). No foreign keys: a report stays when its subject or its reporter is deleted, and keeps
+ * their ids. At most one open report per (reporter_id, subject_type, subject_id): a partial unique index.
+ */
+export interface ReportsTable {
+  id: Generated<number>;
+  reporter_id: number;
+  subject_type: ReportSubjectType;
+  subject_id: number;
+  /** The post a reported reply was written under (its path includes it); null for a post or a user. */
+  subject_post_id: number | null;
+  reason: ReportReason;
+  comment: string;
+  status: ReportStatus;
+  resolution: string;
+  created_at: string;
+  updated_at: string;
+}
+
 export type UserRow = Selectable<UsersTable>;
 export type NewUserRow = Insertable<UsersTable>;
 export type UserRowUpdate = Updateable<UsersTable>;
@@ -214,3 +245,4 @@ export type PostRowUpdate = Updateable<PostsTable>;
 export type ReplyRow = Selectable<RepliesTable>;
 export type BoardRow = Selectable<BoardsTable>;
 export type IdempotencyKeyRow = Selectable<IdempotencyKeysTable>;
+export type ReportRow = Selectable<ReportsTable>;

@@ -8,6 +8,7 @@ import followersRoutes from './followers/followers.routes.js';
 import repliesRoutes from './replies/replies.routes.js';
 import recommendsRoutes from './recommends/recommends.routes.js';
 import boardsRoutes from './boards/boards.routes.js';
+import reportsRoutes from './reports/reports.routes.js';
 import notificationsRoutes from './notifications/notifications.routes.js';
 
 /** Every resource module, registered explicitly (no autoload): the list below is the whole API. */
@@ -21,6 +22,7 @@ const modules: FastifyPluginAsync = async (app) => {
   await app.register(repliesRoutes);
   await app.register(recommendsRoutes);
   await app.register(boardsRoutes);
+  await app.register(reportsRoutes);
   await app.register(notificationsRoutes);
 };
 

@@ -29,12 +29,21 @@ function loggedUrl(url: string | undefined): string | undefined {
 /** What a request and a response look like in a log line: the fields Fastify's own logger writes. */
 const serializers = {
   // Typed by what it reads: handlers may log a plain object as `req` too.
-  req: (request: { method: string; url?: string; host?: string; ip?: string; socket?: { remotePort?: number } }) => ({
+  req: (request: {
+    method: string;
+    url?: string;
+    host?: string;
+    ip?: string;
+    socket?: { remotePort?: number };
+    trace?: { span: { spanContext(): { traceId: string } } };
+  }) => ({
     method: request.method,
     url: loggedUrl(request.url),
     host: request.host,
     remoteAddress: request.ip,
     remotePort: request.socket?.remotePort,
+    // With tracing on (src/tracing.ts): the request's trace, to find its spans from its log line.
+    traceId: request.trace?.span.spanContext().traceId,
   }),
   res: (reply: FastifyReply) => ({ statusCode: reply.statusCode }),
   err: stdSerializers.err,

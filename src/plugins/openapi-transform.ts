@@ -1,6 +1,5 @@
 import { ID_PATTERN } from '../shared/schemas.js';
 import { documentEventStream } from '../modules/streams/streams.openapi.js';
-import { isBoardRequest } from './error-handler.js';
 import { RESPONSE_HEADERS, routeTraits } from './route-docs.js';
 
 /**
@@ -14,9 +13,9 @@ import { RESPONSE_HEADERS, routeTraits } from './route-docs.js';
  *   not fit a JS number), but a client passes the number it read from a body's `id`;
  * - response headers are `$ref`s to `components.headers`, request validators and idempotency keys are header
  *   parameters, and operations that need no token say `security: []`, those where one is optional included;
- * - each path gets an OPTIONS operation: the CORS preflight (204) every path answers, and the 405 with Allow that
- *   a plain OPTIONS gets, as does any other method the path does not take (PATCH, TRACE, …). A 405 is a property
- *   of the path, not of the operations it has (GET /users never answers 405), so it is documented there.
+ * - no OPTIONS operations: a CORS preflight is protocol-level (CONTRACT §1), like HEAD, and a generated client or
+ *   a fuzzer would call it as an API operation. The preflight and the 405 with Allow of a method a path does not
+ *   take are described once, in the document's description (plugins/openapi.ts).
  *
  * Runtime validation and serialization are untouched: the route schemas are not changed here.
  */
@@ -55,27 +54,6 @@ const PARAMETERS: Record<string, JsonObject> = {
     required: false,
     description: 'Change only if the resource has none of these ETags (weak comparison; `*`: only if it does not exist); else 412 and nothing changes',
     schema: { type: 'string', pattern: ENTITY_TAGS, examples: ['"2c-x0aBc"'] },
-  },
-  Origin: {
-    name: 'Origin',
-    in: 'header',
-    required: false,
-    description: "The caller's origin (sent by browsers). With Access-Control-Request-Method, the OPTIONS is a CORS preflight",
-    schema: { type: 'string', pattern: '^[\\x21-\\x7E]{1,2048}$', examples: ['https://app.example'] },
-  },
-  AccessControlRequestMethod: {
-    name: 'Access-Control-Request-Method',
-    in: 'header',
-    required: false,
-    description: 'CORS preflight: the method the browser means to send. Without it (or without Origin) OPTIONS is answered 405',
-    schema: { type: 'string', pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]{1,32}$', examples: ['PUT'] },
-  },
-  AccessControlRequestHeaders: {
-    name: 'Access-Control-Request-Headers',
-    in: 'header',
-    required: false,
-    description: 'CORS preflight: the request headers the browser means to send; all are allowed',
-    schema: { type: 'string', pattern: '^[\\x20-\\x7E]{0,2048}$', examples: ['authorization, content-type'] },
   },
   IdempotencyKey: {
     name: 'Idempotency-Key',
@@ -152,7 +130,8 @@ function operation(op: JsonObject, method: string, path: string): void {
   // Public operations say `security: []` (CONTRACT §5), also the reads where a token is optional (the route's own
   // `[{}, bearer]`, which the auth plugin enforces). That the token changes what the caller sees, and is checked
   // when sent, is said in words; the 401 it can bring is among the responses.
-  if (Array.isArray(op.security) && op.security.some((r) => isObject(r) && Object.keys(r).length === 0)) {
+  // (/metrics names its own optional scheme, METRICS_TOKEN, and keeps its requirements as they are.)
+  if (Array.isArray(op.security) && traits.bearer && op.security.some((r) => isObject(r) && Object.keys(r).length === 0)) {
     op.security = [];
     op.description = [op.description, OPTIONAL_TOKEN].filter((text) => typeof text === 'string' && text !== '').join('\n\n');
   }
@@ -186,72 +165,6 @@ function operation(op: JsonObject, method: string, path: string): void {
   }
 }
 
-const headerRefs = (...names: Array<keyof typeof RESPONSE_HEADERS>): JsonObject =>
-  Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
-
-/** `/users/{user_id}/posts` -> `optionsUsersUserIdPosts`. */
-const optionsOperationId = (path: string) =>
-  `options${path
-    .split(/[^A-Za-z0-9]+/)
-    .filter(Boolean)
-    .map((word) => word.charAt(0).toUpperCase() + word.slice(1))
-    .join('')}`;
-
-/**
- * The OPTIONS operation of a path (see security.ts and errors/routing.ts): a preflight is answered on every path
- * before routing, neither counted by the rate limits nor authenticated; a plain OPTIONS, like any method the path
- * does not take, is 405 with Allow in the path's error shape. Its path parameters are those of the path's other
- * operations.
- */
-function optionsOperation(path: string, item: JsonObject): JsonObject {
-  const sibling = METHODS.map((method) => item[method]).find(isObject);
-  const pathParameters = (sibling && Array.isArray(sibling.parameters) ? sibling.parameters : []).filter(
-    (parameter) => isObject(parameter) && parameter.in === 'path',
-  );
-  // As Allow lists them: Fastify answers HEAD wherever there is a GET.
-  const taken = METHODS.filter((method) => isObject(item[method])).map((method) => method.toUpperCase());
-  const methods = [...taken, ...(taken.includes('GET') ? ['HEAD'] : [])].sort().join(', ');
-  const error: JsonObject = isBoardRequest(path)
-    ? { 'application/json': { schema: { $ref: '#/components/schemas/EnvelopeError' } } }
-    : { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } };
-  return {
-    operationId: optionsOperationId(path),
-    tags: ['cors'],
-    summary: `CORS preflight; a method other than ${methods} is 405`,
-    description:
-      'With Origin and Access-Control-Request-Method, a browser\'s CORS preflight: 204, allowing the methods of the ' +
-      'interface and the requested headers to any origin (credentials are bearer tokens, not cookies). Without ' +
-      'them OPTIONS is an ordinary method this path does not take: 405 with Allow, the answer every method the ' +
-      'path does not take gets (PATCH, TRACE, …). Neither is rate-limited.',
-    security: [],
-    parameters: [
-      ...pathParameters,
-      { $ref: '#/components/parameters/Origin' },
-      { $ref: '#/components/parameters/AccessControlRequestMethod' },
-      { $ref: '#/components/parameters/AccessControlRequestHeaders' },
-    ],
-    responses: {
-      '204': {
-        description: 'The preflight is allowed; no body',
-        headers: headerRefs(
-          'X-Request-Id',
-          'Vary',
-          'Access-Control-Allow-Origin',
-          'Access-Control-Expose-Headers',
-          'Access-Control-Allow-Methods',
-          'Access-Control-Allow-Headers',
-          'Access-Control-Max-Age',
-        ),
-      },
-      '405': {
-        description: `Not a preflight, or a method other than ${methods}: see Allow`,
-        headers: headerRefs('X-Request-Id', 'Allow', 'Vary', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers'),
-        content: error,
-      },
-    },
-  };
-}
-
 export function transformDocument(generated: unknown): Record<string, unknown> {
   const document = JSON.parse(JSON.stringify(generated)) as JsonObject;
   const paths = isObject(document.paths) ? document.paths : {};
@@ -262,7 +175,6 @@ export function transformDocument(generated: unknown): Record<string, unknown> {
       if (isObject(op)) operation(op, method, path);
       if (isObject(op)) documentEventStream(op);
     }
-    item.options = optionsOperation(path, item);
   }
 
   const schemas = new Map<string, JsonObject>();

@@ -33,8 +33,8 @@ export interface RouteTraits {
 }
 
 /** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
-const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}']);
-const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards']);
+const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}', '/reports/{}']);
+const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards', '/reports']);
 /** Operational routes that do not touch the database (/health does). */
 const WITHOUT_DATABASE = new Set(['/metrics', '/openapi.json']);
 
@@ -59,13 +59,19 @@ export function routeTraits(method: string, url: string, options: { security?: u
 
 /**
  * Response header schemas by their canonical name; openapi.ts turns each into a `components.headers` entry. The
- * headers every answer may carry (Vary, the CORS pair) are declared on every response below; the preflight's and
- * the 405's on the OPTIONS operations the document transform adds to each path.
+ * headers every answer may carry (Vary, the CORS pair) are declared on every response below. The CORS preflight's
+ * headers and the 405's Allow belong to no operation (the document has no OPTIONS operations, see
+ * openapi-transform.ts); the document's description names them.
  */
 export const RESPONSE_HEADERS = {
   'X-Request-Id': {
     type: 'string',
     description: 'The request id: a sane incoming X-Request-Id echoed, else one generated. Also in the log line.',
+  },
+  'X-Content-Type-Options': {
+    type: 'string',
+    enum: ['nosniff'],
+    description: 'On every answer: a browser takes the body as its Content-Type says, never as a type it guessed',
   },
   Location: { type: 'string', format: 'uri', description: 'Absolute URL of the created resource' },
   Link: { type: 'string', description: 'RFC 8288 `<url>; rel="next"` while more items follow' },
@@ -90,13 +96,6 @@ export const RESPONSE_HEADERS = {
     type: 'string',
     description: 'CORS, when the request had an Origin: the response headers a browser script may read (Location, Link, ETag, RateLimit, …)',
   },
-  'Access-Control-Allow-Methods': { type: 'string', description: 'CORS preflight: the methods of the interface, `GET, HEAD, POST, PUT, DELETE`' },
-  'Access-Control-Allow-Headers': {
-    type: 'string',
-    description: 'CORS preflight: the request headers the browser asked to send (Access-Control-Request-Headers), all allowed',
-  },
-  'Access-Control-Max-Age': { type: 'integer', minimum: 0, description: 'CORS preflight: seconds a browser may keep this answer (600)' },
-  Allow: { type: 'string', description: 'On a 405: the methods this path takes, e.g. `DELETE, GET, HEAD, POST`' },
   'X-Accel-Buffering': {
     type: 'string',
     enum: ['no'],
@@ -156,7 +155,13 @@ function documentRoute(route: RouteOptions): void {
     if (schema.body || schema.params || schema.querystring || t.conditionalGet || t.conditionalWrite || t.idempotentCreate) {
       add(400, 'Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors`');
     }
-    if (t.bearer) add(401, 'The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate)');
+    // Every route answers an Authorization header that is no bearer credential (another scheme) 401 (auth.ts).
+    add(
+      401,
+      t.bearer
+        ? 'The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate)'
+        : 'The Authorization header is not a bearer credential (`Bearer <token>`); without one no token is needed (see WWW-Authenticate)',
+    );
     if (t.idempotentCreate) {
       const running = 'a request with this Idempotency-Key is still running (retry after Retry-After)';
       const own = response[409];
@@ -188,6 +193,7 @@ function documentRoute(route: RouteOptions): void {
       const headers: Record<string, unknown> = { ...headerMap(entry.headers) };
       const declare = (name: ResponseHeader) => (headers[name] ??= RESPONSE_HEADERS[name]);
       declare('X-Request-Id');
+      declare('X-Content-Type-Options');
       declare('Vary');
       declare('Access-Control-Allow-Origin');
       declare('Access-Control-Expose-Headers');

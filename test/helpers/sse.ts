@@ -32,10 +32,12 @@ export interface SseStream {
 export function openSse(
   base: string,
   path: string,
-  options: { token?: string; lastEventId?: string; headers?: Record<string, string> } = {},
+  /** localAddress: the loopback address to connect from (127.0.0.2, …), a client address of its own. */
+  options: { token?: string; lastEventId?: string; headers?: Record<string, string>; localAddress?: string } = {},
 ): Promise<SseStream> {
   return new Promise((resolve, reject) => {
     const req = http.request(`${base}${path}`, {
+      ...(options.localAddress ? { localAddress: options.localAddress } : {}),
       headers: {
         accept: 'text/event-stream',
         ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),

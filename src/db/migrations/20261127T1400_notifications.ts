@@ -44,13 +44,16 @@ export async function up(db: Kysely<any>): Promise<void> {
   // notification comes or goes (the services, and the cascades of a deleted reply, post or account) is logged in
   // the same transaction. Ids come from the one row of `notification_position`, bumped by each event: the row stays
   // locked until the transaction ends, so ids follow commit order without gaps (as the post stream's log does, see
-  // 20261125T0200_stream_events.ts), and a stream that has read id N has seen every event below it.
+  // 20261125T0200_stream_events.ts), and a stream that has read id N has seen every event below it. Each event also
+// gets a random tag, sent in its id (`<n>-<tag>`), and the position keeps the last one's: after a restore the numbers
+// are handed out again with other tags, so an id from before it is answered with a reset (as 20261127T1000 does).
   await db.schema
     .createTable('notification_events')
     .addColumn('id', pg ? 'bigint' : 'integer', (c) => c.primaryKey())
     .addColumn('kind', 'text', (c) => c.notNull())
     .addColumn('notification_id', 'bigint', (c) => c.notNull())
     .addColumn('recipient_id', 'bigint', (c) => c.notNull())
+    .addColumn('tag', 'text', (c) => c.notNull())
     .addColumn('created_at', 'text', (c) => c.notNull())
     .execute();
   await db.schema.createIndex('notification_events_recipient').on('notification_events').columns(['recipient_id', 'id']).execute();
@@ -59,22 +62,27 @@ export async function up(db: Kysely<any>): Promise<void> {
     .createTable('notification_position')
     .addColumn('id', 'integer', (c) => c.primaryKey())
     .addColumn('last_id', 'bigint', (c) => c.notNull())
+    .addColumn('tag', 'text', (c) => c.notNull())
     .execute();
-  await sql`insert into notification_position (id, last_id) values (1, 0)`.execute(db);
+  // 48 random bits as 12 hex digits, the tag format of the post streams' log.
+  const random = pg ? 'substr(md5(random()::text || clock_timestamp()::text), 1, 12)' : 'lower(hex(randomblob(6)))';
+  await sql`insert into notification_position (id, last_id, tag) values (1, 0, ${sql.raw(random)})`.execute(db);
   if (pg) {
     await sql`
       create function notification_event() returns trigger language plpgsql as $$
       declare
         next_id bigint;
+        next_tag text;
         at text := to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
       begin
-        update notification_position set last_id = last_id + 1 where id = 1 returning last_id into next_id;
+        update notification_position set last_id = last_id + 1, tag = ${sql.raw(random)} where id = 1
+        returning last_id, tag into next_id, next_tag;
         if tg_op = 'INSERT' then
-          insert into notification_events (id, kind, notification_id, recipient_id, created_at)
-          values (next_id, 'created', new.id, new.recipient_id, at);
+          insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at)
+          values (next_id, 'created', new.id, new.recipient_id, next_tag, at);
         else
-          insert into notification_events (id, kind, notification_id, recipient_id, created_at)
-          values (next_id, 'deleted', old.id, old.recipient_id, at);
+          insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at)
+          values (next_id, 'deleted', old.id, old.recipient_id, next_tag, at);
         end if;
         return null;
       end $$`.execute(db);
@@ -87,9 +95,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       await sql
         .raw(
           `create trigger notification_${kind} after ${operation} on notifications begin
-             update notification_position set last_id = last_id + 1 where id = 1;
-             insert into notification_events (id, kind, notification_id, recipient_id, created_at)
-             select last_id, '${kind}', ${row}.id, ${row}.recipient_id, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+             update notification_position set last_id = last_id + 1, tag = ${random} where id = 1;
+             insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at)
+             select last_id, '${kind}', ${row}.id, ${row}.recipient_id, tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
              from notification_position where id = 1;
            end`,
         )

@@ -9,7 +9,8 @@ import type { Caller } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
 import { hashToken } from '../../shared/tokens.js';
-import { MAX_BACKLOG_BYTES, RETRY_AFTER_SECONDS, RETRY_MS, tooManyStreams } from '../streams/hub.js';
+import { eventId, TAG_PATTERN } from '../streams/events.js';
+import { MAX_BACKLOG_BYTES, RETRY_AFTER_SECONDS, RETRY_MS, tooManyStreams, type Resume } from '../streams/hub.js';
 import type { Seat } from '../streams/seats.js';
 import { createNotificationsRepository, type Recipient } from './notifications.repository.js';
 import { NotificationSchema } from './notifications.schemas.js';
@@ -120,19 +121,32 @@ export class NotificationStreams {
     this.timers.push(timer);
   }
 
-  private async bounds(): Promise<{ last: number; oldest: number | undefined }> {
-    const position = await this.db.selectFrom('notification_position').select('last_id').where('id', '=', 1).executeTakeFirst();
-    const oldest = await this.db.selectFrom('notification_events').select('id').orderBy('id').limit(1).executeTakeFirst();
-    return { last: Number(position?.last_id ?? 0), oldest: oldest === undefined ? undefined : Number(oldest.id) };
+  private async logEnd(): Promise<{ last: number; tag: string }> {
+    const position = await this.db.selectFrom('notification_position').select(['last_id', 'tag']).where('id', '=', 1).executeTakeFirst();
+    return { last: Number(position?.last_id ?? 0), tag: position?.tag ?? '' };
   }
 
   /**
-   * Registers a stream: live from the end of the log, or replaying after `lastEventId` (an `event: reset` first
-   * when that id is not one this log holds: purged, or never issued).
+   * Whether `id`-`tag` names an event of this log a stream may go on from: one kept with that tag, or the last one
+   * handed out with that tag. Not after a restore (the number was handed out again, with another tag), nor a number
+   * never handed out, nor one whose events were purged.
    */
-  async add(sub: NotificationSubscriber, lastEventId: number | undefined): Promise<void> {
+  private async resumable(id: number, tag: string, end: { last: number; tag: string }): Promise<boolean> {
+    const kept = await this.db.selectFrom('notification_events').select('tag').where('id', '=', id).executeTakeFirst();
+    if (kept !== undefined) return kept.tag === tag;
+    return end.last === id && end.tag === tag;
+  }
+
+  /**
+   * Registers a stream: live from the end of the log, or replaying after `resume` (an `event: reset` first, going
+   * on from the end of the log, when that id cannot be resumed from: purged, never issued, from before a restore,
+   * or a bare number without its tag).
+   */
+  async add(sub: NotificationSubscriber, resume: Resume | undefined): Promise<void> {
     try {
-      const { last, oldest } = await this.bounds();
+      const end = await this.logEnd();
+      const resumable = resume?.tag !== undefined && (await this.resumable(resume.id, resume.tag, end));
+      const { last } = end;
       if (sub.closed) {
         this.remove(sub);
         return;
@@ -147,16 +161,9 @@ export class NotificationStreams {
       mine.add(sub);
       this.openGauge.set(this.subscribers.size);
       this.write(sub, `retry: ${RETRY_MS}\n\n`);
-      sub.cursor = lastEventId ?? last;
-      if (lastEventId !== undefined) {
-        let restart: number | undefined;
-        if (lastEventId > last) restart = last;
-        else if (oldest === undefined ? lastEventId < last : lastEventId + 1 < oldest) restart = oldest === undefined ? last : oldest - 1;
-        if (restart !== undefined) {
-          sub.cursor = restart;
-          this.write(sub, `id: ${restart}\nevent: reset\ndata: {}\n\n`);
-        }
-      }
+      sub.cursor = resume !== undefined && resumable ? resume.id : last;
+      // The reset carries an id like every event: where the stream goes on from.
+      if (resume !== undefined && !resumable) this.write(sub, `id: ${eventId(last, end.tag)}\nevent: reset\ndata: {}\n\n`);
       this.wake(sub);
     } catch (error) {
       this.remove(sub);
@@ -262,7 +269,7 @@ export class NotificationStreams {
           if (!(await this.room(sub))) return;
           const events = await this.db
             .selectFrom('notification_events')
-            .select(['id', 'kind', 'notification_id'])
+            .select(['id', 'kind', 'notification_id', 'tag'])
             .where('recipient_id', '=', sub.recipient.id)
             .where('id', '>', sub.cursor)
             .orderBy('id')
@@ -277,11 +284,11 @@ export class NotificationStreams {
             const id = Number(event.id);
             sub.cursor = id;
             if (event.kind === 'deleted') {
-              this.write(sub, `id: ${id}\nevent: notification.deleted\ndata: {"id":${Number(event.notification_id)}}\n\n`);
+              this.write(sub, `id: ${eventId(id, event.tag)}\nevent: notification.deleted\ndata: {"id":${Number(event.notification_id)}}\n\n`);
             } else {
               const row = visible.get(Number(event.notification_id));
               if (!row) continue;
-              this.write(sub, `id: ${id}\nevent: notification.created\ndata: ${this.serialize(toNotification(row, this.links))}\n\n`);
+              this.write(sub, `id: ${eventId(id, event.tag)}\nevent: notification.created\ndata: ${this.serialize(toNotification(row, this.links))}\n\n`);
             }
             this.sent.inc();
           }
@@ -333,10 +340,16 @@ export class NotificationStreams {
   }
 }
 
-/** Last-Event-ID as a number (its syntax was checked by `checkLastEventId` before the handler ran). */
-function lastEventId(request: FastifyRequest): number | undefined {
+/** Last-Event-ID: the post streams' format, `<number>-<tag>` or a bare number (answered with a reset). */
+const LAST_EVENT_ID = new RegExp(`^(0|[1-9][0-9]{0,15})(?:-(${TAG_PATTERN}))?$`);
+
+/** Last-Event-ID as a resume point (its syntax was checked by `checkLastEventId` before the handler ran). */
+function lastEventId(request: FastifyRequest): Resume | undefined {
   const raw = request.headers['last-event-id'];
-  return raw === undefined ? undefined : Number(Array.isArray(raw) ? raw.join(',') : raw.trim());
+  if (raw === undefined) return undefined;
+  const match = LAST_EVENT_ID.exec(Array.isArray(raw) ? raw.join(',') : raw.trim());
+  if (!match) throw AppError.badRequest('Last-Event-ID', 'must be the id of an event this stream sent');
+  return { id: Number(match[1]), tag: match[2] };
 }
 
 /**
@@ -368,7 +381,7 @@ export async function openNotificationStream(
   };
   reply.raw.once('close', () => streams.remove(sub));
   out.on('error', () => streams.remove(sub));
-  const seat = await app.streamSeats.take(open.caller.id);
+  const seat = await app.streamSeats.take({ userId: open.caller.id });
   if (!seat) {
     throw new AppError(429, `At most ${app.config.streamMaxPerUser} event streams per user`, undefined, { 'retry-after': RETRY_AFTER_SECONDS });
   }

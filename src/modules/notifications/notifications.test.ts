@@ -484,7 +484,7 @@ describe('notification streams (Accept: text/event-stream)', () => {
     await unfollow(app, bob, ann);
     const deleted = await stream.next((e) => e.event === 'notification.deleted');
     expect(JSON.parse(deleted.data)).toEqual({ id: note!.id });
-    expect(Number(deleted.id)).toBeGreaterThan(Number(created.id));
+    expect(Number(deleted.id!.split('-')[0])).toBeGreaterThan(Number(created.id!.split('-')[0]));
     expect(stream.events.map((e) => e.event)).toEqual(['notification.created', 'notification.deleted']);
   });
 
@@ -517,21 +517,32 @@ describe('notification streams (Accept: text/event-stream)', () => {
     await resumed.next((e) => e.event === 'notification.created' && JSON.parse(e.data).actorId === live.id);
     const kinds = resumed.events.map((e) => `${e.event}:${JSON.parse(e.data).actorId ?? 'id'}`);
     expect(kinds).toEqual(['notification.deleted:id', `notification.created:${carl.id}`, `notification.created:${live.id}`]);
-    const ids = resumed.events.map((e) => Number(e.id));
+    const ids = resumed.events.map((e) => Number(e.id!.split('-')[0]));
+    for (const event of resumed.events) expect(event.id).toMatch(/^[1-9][0-9]*-[0-9a-f]{12}$/);
     expect(ids).toEqual([...ids].sort((a, b) => a - b));
-    expect(ids[0]).toBeGreaterThan(Number(seen.id));
+    expect(ids[0]).toBeGreaterThan(Number(seen.id!.split('-')[0]));
   });
 
-  it('an id it never issued gets event: reset (with the id it goes on from); a malformed one is a 400', async () => {
+  it('an id it cannot resume from gets event: reset (with the id it goes on from); a malformed one is a 400', async () => {
     const { app, base } = await listening();
     const ann = await signUp(app);
     const bob = await signUp(app);
     await follow(app, bob, ann);
-    const last = Number((await app.db.selectFrom('notification_position').select('last_id').executeTakeFirstOrThrow()).last_id);
-    const stream = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token, lastEventId: String(last + 100) });
-    onTestFinished(() => stream.close());
-    const reset = await stream.next((e) => e.event === 'reset');
-    expect(reset).toEqual({ id: String(last), event: 'reset', data: '{}' });
+    const end = await app.db.selectFrom('notification_position').select(['last_id', 'tag']).executeTakeFirstOrThrow();
+    const here = `${Number(end.last_id)}-${end.tag}`;
+    // Never issued; a known number with another tag (as after a restore); a bare number (no tag).
+    for (const lastEventId of [`${Number(end.last_id) + 100}-${end.tag}`, `${Number(end.last_id)}-000000000000`, String(end.last_id)]) {
+      const stream = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token, lastEventId });
+      onTestFinished(() => stream.close());
+      expect(await stream.next((e) => e.event === 'reset')).toEqual({ id: here, event: 'reset', data: '{}' });
+    }
+    // The id of the last event, with its tag: resumable, no reset.
+    const resumed = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token, lastEventId: here });
+    onTestFinished(() => resumed.close());
+    const carl = await signUp(app);
+    await follow(app, carl, ann);
+    expect((await resumed.next((e) => e.event !== 'reset')).event).toBe('notification.created');
+    expect(resumed.events.map((e) => e.event)).toEqual(['notification.created']);
     const bad = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token, lastEventId: 'abc' });
     expect(bad.status).toBe(400);
     expect(JSON.parse(bad.body).errors[0].field).toBe('Last-Event-ID');

@@ -26,7 +26,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
   // A post reads the same to every caller who may see it, so its ETag is its version rather than a hash of its
   // bytes (shared/conditional.ts): GET /posts/{id} is the most frequent request, and the hash was among its larger
-  // costs (bench/README.md, "The read path again").
+  // costs (bench/README.md, "Figures behind choices in the code").
   const postTags = versionTags(JSON.stringify(PostSchema) + app.config.publicUrl);
   const postTag = (post: Post) => postTags(post.id, post.updatedAt, post.replyCount, post.recommendCount);
   /** If-Match against the post as GET /posts/{id} shows it to this caller (CONTRACT §6.1). */

@@ -2,49 +2,78 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 
-/** One of a user's open streams, counted against STREAM_MAX_PER_USER until it is given back. */
+/** One open stream's place under a limit, counted until it is given back (release is idempotent). */
 export interface Seat {
   release(): void;
 }
 
 /**
- * The per-user limit on open event streams (STREAM_MAX_PER_USER, CONTRACT §7). In memory it is one process's count;
+ * Whose streams a seat counts (CONTRACT §7): a signed-in user's (STREAM_MAX_PER_USER), or those opened without a
+ * token from one client address (as many).
+ */
+export type SeatOwner = { userId: number } | { address: string };
+
+/**
+ * The limit on open event streams per user and per anonymous client address. In memory it is one process's count;
  * with REDIS_URL it is one count for every process sharing that Redis, as the rate limits are.
  */
 export interface StreamSeats {
-  /** Takes one of the user's seats, or answers undefined when all of them are taken. */
-  take(userId: number): Promise<Seat | undefined>;
+  /** Takes one of the owner's seats, or answers undefined when all of them are taken. */
+  take(owner: SeatOwner): Promise<Seat | undefined>;
   close(): Promise<void>;
+}
+
+/**
+ * The name of an owner's count, in memory and in Redis. A user's is their id (as before addresses were counted, so
+ * processes of both versions agree on it during a rolling upgrade); an address's is prefixed, so never a user's.
+ */
+function seatKey(owner: SeatOwner): string {
+  return 'userId' in owner ? String(owner.userId) : `address:${owner.address}`;
 }
 
 /** Each process's own count: exact for one process, per process behind a load balancer. */
 export function memorySeats(max: number): StreamSeats {
-  const held = new Map<number, number>();
+  const held = new Map<string, number>();
   return {
-    async take(userId) {
-      return takeLocal(held, userId, max);
+    async take(owner) {
+      return takeLocal(held, seatKey(owner), max);
     },
     async close() {},
   };
 }
 
-function takeLocal(held: Map<number, number>, userId: number, max: number): Seat | undefined {
-  const count = held.get(userId) ?? 0;
+/** At most `max` seats of one pool in this process, taken at once (no await between the check and the count). */
+export function poolSeats(max: number): { take(): Seat | undefined } {
+  const held = new Map<string, number>();
+  return { take: () => takeLocal(held, '', max) };
+}
+
+/** One seat made of several, all given back together. */
+export function jointSeat(...parts: Seat[]): Seat {
+  return {
+    release() {
+      for (const part of parts) part.release();
+    },
+  };
+}
+
+function takeLocal(held: Map<string, number>, key: string, max: number): Seat | undefined {
+  const count = held.get(key) ?? 0;
   if (count >= max) return undefined;
-  held.set(userId, count + 1);
+  held.set(key, count + 1);
   let released = false;
   return {
     release() {
       if (released) return;
       released = true;
-      const left = (held.get(userId) ?? 1) - 1;
-      if (left > 0) held.set(userId, left);
-      else held.delete(userId);
+      const left = (held.get(key) ?? 1) - 1;
+      if (left > 0) held.set(key, left);
+      else held.delete(key);
     },
   };
 }
 
-// A user's seats are a sorted set of holders scored by when their lease ends, by Redis's clock (processes' clocks may
+// An owner's seats are a sorted set of holders scored by when their lease ends, by Redis's clock (processes' clocks may
 // disagree). Taking one drops the expired leases first, so the seats of a process that died without giving them
 // back (kill -9, a lost machine) come free once their lease runs out.
 const NOW_MS = `
@@ -103,7 +132,7 @@ export function redisSeats(options: RedisSeatsOptions): StreamSeats {
   const warn = (error: unknown) => {
     if (Date.now() - lastWarning < WARN_INTERVAL_MS) return;
     lastWarning = Date.now();
-    options.log.warn({ err: error }, 'stream seats: Redis failed; the per-user stream limit is counted per process until it answers');
+    options.log.warn({ err: error }, 'stream seats: Redis failed; the stream limits per user and per address are counted per process until it answers');
   };
   redis.on('error', warn);
   void redis.connect().catch(() => {
@@ -115,15 +144,16 @@ export function redisSeats(options: RedisSeatsOptions): StreamSeats {
   /** This process's seats in Redis, by holder: renewed until given back. */
   const leases = new Map<string, string>();
   /** Seats taken while Redis could not answer. */
-  const local = new Map<number, number>();
+  const local = new Map<string, number>();
   const renewal = setInterval(() => {
     for (const [holder, key] of leases) redis.renewSeat(key, leaseMs, holder).catch(warn);
   }, Math.max(50, Math.floor(leaseMs / 3)));
   renewal.unref();
 
   return {
-    async take(userId) {
-      const key = `${options.keyPrefix}stream-seats:${userId}`;
+    async take(owner) {
+      const name = seatKey(owner);
+      const key = `${options.keyPrefix}stream-seats:${name}`;
       const holder = `${processId}:${++sequence}`;
       let taken: number;
       try {
@@ -132,7 +162,7 @@ export function redisSeats(options: RedisSeatsOptions): StreamSeats {
         warn(error);
         // A take that timed out here may still have run there: its seat is not one this process will renew.
         redis.zrem(key, holder).catch(() => {});
-        return takeLocal(local, userId, options.max);
+        return takeLocal(local, name, options.max);
       }
       if (taken !== 1) return undefined;
       leases.set(holder, key);

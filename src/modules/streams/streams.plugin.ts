@@ -1,4 +1,5 @@
 import { PassThrough } from 'node:stream';
+import { normalizeIP } from '@fastify/rate-limit';
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest, preValidationAsyncHookHandler } from 'fastify';
 import { listen, type Listener } from '../../db/pg-notify.js';
@@ -7,18 +8,32 @@ import { appendVary } from '../../plugins/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { hashToken } from '../../shared/tokens.js';
 import { findCallerByTokenHash } from '../../db/hot-statements.js';
-import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent } from './events.js';
+import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent, TAG_PATTERN } from './events.js';
 import { redisWakeup, type Wakeup } from './redis-wakeup.js';
-import { memorySeats, redisSeats, type StreamSeats } from './seats.js';
-import { RETRY_AFTER_SECONDS, StreamHub, tooManyStreams, type StreamKind, type Subscriber } from './hub.js';
+import { jointSeat, memorySeats, poolSeats, redisSeats, type Seat, type StreamSeats } from './seats.js';
+import { RETRY_AFTER_SECONDS, StreamHub, tooManyStreams, type Resume, type StreamKind, type Subscriber } from './hub.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     streams: StreamHub;
-    /** Who may open one more stream under STREAM_MAX_PER_USER. */
+    /** Who may open one more stream under STREAM_MAX_PER_USER: a user, or an address without a token. */
     streamSeats: StreamSeats;
+    /** This process's streams opened without a token, at most anonymousStreamMax(STREAM_MAX). */
+    anonymousStreams: { take(): Seat | undefined };
   }
 }
+
+/**
+ * The part of STREAM_MAX that streams opened without a token may hold (CONTRACT §7): all but a tenth (at least one),
+ * which is kept for signed-in users, so that anonymous readers from however many addresses cannot shut them out.
+ */
+export function anonymousStreamMax(streamMax: number): number {
+  return streamMax - Math.ceil(streamMax / 10);
+}
+
+/** The anonymous part of STREAM_MAX is taken; a signed-in client may still open a stream. */
+const tooManyAnonymousStreams = () =>
+  new AppError(503, 'Too many event streams without a token on this server; sign in, or retry later', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
 
 /** How often old events are purged (in the background, never by a request). */
 const PURGE_EVERY_MS = 10 * 60_000;
@@ -66,15 +81,21 @@ function quality(accept: string, type: string): number | undefined {
   return undefined;
 }
 
-/** Last-Event-ID: absent, or one of the ids this service sends (a decimal integer); anything else is a 400. */
-function lastEventId(request: FastifyRequest): number | undefined {
+/**
+ * Last-Event-ID: absent, or an id this service sends (`<number>-<tag>`, see eventId), or a bare number (an id of
+ * the format before tags: well-formed, and answered with a reset). Anything else is a 400.
+ */
+const LAST_EVENT_ID = new RegExp(`^(0|[1-9][0-9]{0,15})(?:-(${TAG_PATTERN}))?$`);
+
+function lastEventId(request: FastifyRequest): Resume | undefined {
   const raw = request.headers['last-event-id'];
   if (raw === undefined) return undefined;
   const value = Array.isArray(raw) ? raw.join(',') : raw.trim();
-  if (!/^(0|[1-9][0-9]{0,15})$/.test(value) || !Number.isSafeInteger(Number(value))) {
+  const match = LAST_EVENT_ID.exec(value);
+  if (!match || !Number.isSafeInteger(Number(match[1]))) {
     throw AppError.badRequest('Last-Event-ID', 'must be the id of an event this stream sent');
   }
-  return Number(value);
+  return { id: Number(match[1]), tag: match[2] };
 }
 
 export interface OpenStream {
@@ -111,11 +132,26 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
   reply.raw.once('close', () => app.streams.remove(sub));
   out.on('error', () => app.streams.remove(sub));
   if (open.caller) {
-    const seat = await app.streamSeats.take(open.caller.id);
+    const seat = await app.streamSeats.take({ userId: open.caller.id });
     if (!seat) {
       throw new AppError(429, `At most ${app.config.streamMaxPerUser} event streams per user`, undefined, { 'retry-after': RETRY_AFTER_SECONDS });
     }
     sub.seat = seat;
+  } else {
+    // Keyed as the rate limits key a client (IPv4-mapped addresses as IPv4, IPv6 by its /64): request.ip is the
+    // rightmost untrusted X-Forwarded-For entry under TRUST_PROXY, else the peer, so a client cannot pick it.
+    const seat = await app.streamSeats.take({ address: normalizeIP(request.ip) });
+    if (!seat) {
+      throw new AppError(429, `At most ${app.config.streamMaxPerUser} event streams per client address without a token`, undefined, {
+        'retry-after': RETRY_AFTER_SECONDS,
+      });
+    }
+    const share = app.anonymousStreams.take();
+    if (!share) {
+      seat.release();
+      throw tooManyAnonymousStreams();
+    }
+    sub.seat = jointSeat(seat, share);
   }
   if (request.method === 'HEAD') {
     app.streams.remove(sub);
@@ -155,12 +191,13 @@ export default fp(
       app.metrics,
     );
     app.decorate('streams', hub);
-    // With REDIS_URL the per-user limit holds across every process on that Redis, as the rate limits do.
+    // With REDIS_URL the per-user and per-address limits hold across every process on that Redis, as the rate limits do.
     const seats =
       config.redisUrl === undefined
         ? memorySeats(config.streamMaxPerUser)
         : redisSeats({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, max: config.streamMaxPerUser, log: app.log });
     app.decorate('streamSeats', seats);
+    app.decorate('anonymousStreams', poolSeats(anonymousStreamMax(config.streamMax)));
 
     app.postChanges.addRecorder(async (tx, change) => {
       await recordStreamEvent(tx, change);

@@ -4,12 +4,32 @@ import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
 import { tooManyRequests } from '../../plugins/rate-limit/index.js';
 import { dummyHash, verifyPassword } from '../../shared/passwords.js';
-import { DeletedSchema, toId } from '../../shared/schemas.js';
+import { keysetPage } from '../../shared/pagination.js';
+import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { problems } from '../../shared/problems.js';
+import type { Links } from '../../shared/links.js';
 import { createUsersRepository } from '../users/users.repository.js';
-import { createTokensRepository } from './tokens.repository.js';
+import { UserParamsSchema } from '../users/users.schemas.js';
+import { createTokensRepository, type SessionRow } from './tokens.repository.js';
 import { mintToken } from './tokens.service.js';
-import { CreateTokenBodySchema, TokenParamsSchema, TokenSchema } from './tokens.schemas.js';
+import { CreateTokenBodySchema, SessionSchema, TokenParamsSchema, TokenSchema, type Session } from './tokens.schemas.js';
+
+/** A live token as its owner and admins see it: when and for how long, never the secret. */
+function toSession(row: SessionRow, links: Links): Session {
+  return {
+    id: row.id,
+    userId: row.user_id,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    links: [
+      { rel: 'self', href: links.url(`/tokens/${row.id}`), method: 'GET' },
+      { rel: 'user', href: links.url(`/users/${row.user_id}`), method: 'GET' },
+    ],
+  };
+}
+
+const HIDDEN =
+  'A token that is revoked, expired or not the caller\'s (unless the caller is an admin) is answered as one that does not exist.';
 
 const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
@@ -50,6 +70,66 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   );
 
+  app.get(
+    '/tokens/:token_id',
+    {
+      schema: {
+        operationId: 'getToken',
+        tags: ['tokens'],
+        summary: 'Read a signed-in token (a session), without its secret',
+        description: `Its owner or an admin. ${HIDDEN}`,
+        security: bearer,
+        params: TokenParamsSchema,
+        response: {
+          200: { description: 'The token', ...SessionSchema },
+          401: problems[401],
+          404: problems[404]('token'),
+        },
+      },
+    },
+    async (request) => {
+      const caller = await app.auth.required(request);
+      const token = await tokens.findLive(toId(request.params.token_id), new Date().toISOString());
+      if (!token || (token.user_id !== caller.id && caller.role !== 'admin')) throw AppError.notFound('token');
+      return toSession(token, app.links);
+    },
+  );
+
+  app.get(
+    '/users/:user_id/tokens',
+    {
+      schema: {
+        operationId: 'listUserTokens',
+        tags: ['tokens'],
+        summary: "List a user's signed-in tokens (the devices signed in as them)",
+        description:
+          'The live tokens (neither revoked nor expired), newest first, paginated with `limit` and `cursor` (follow ' +
+          'the `next` link); never their secrets. The user themself or an admin. Revoke one with DELETE /tokens/{token_id}.',
+        security: bearer,
+        params: UserParamsSchema,
+        querystring: PageQuerySchema,
+        response: {
+          200: { description: 'A page of tokens', headers: PAGE_HEADERS, ...Type.Array(SessionSchema) },
+          401: problems[401],
+          403: problems[403],
+          404: problems[404]('user'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const caller = await app.auth.required(request);
+      const userId = toId(request.params.user_id);
+      // A valid token proves its own user exists; another user is looked up first, so an unknown one is a 404.
+      if (caller.id !== userId) {
+        if (!(await users.findById(userId, caller))) throw AppError.notFound('user');
+        if (caller.role !== 'admin') throw AppError.forbidden("Only the user or an admin may list a user's tokens");
+      }
+      const now = new Date().toISOString();
+      const rows = await keysetPage(request, reply, `tokens|${userId}`, request.query, (page) => tokens.listLive(userId, now, page));
+      return rows.map((row) => toSession(row, app.links));
+    },
+  );
+
   app.delete(
     '/tokens/:token_id',
     {
@@ -57,22 +137,21 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'deleteToken',
         tags: ['tokens'],
         summary: 'Revoke a token',
-        description: 'Its owner or an admin. A token that does not exist is a 400.',
+        description: `Its owner or an admin. A token that does not exist is a 400. ${HIDDEN}`,
         security: bearer,
         params: TokenParamsSchema,
         response: {
           200: { description: 'Revoked', ...DeletedSchema },
           400: problems[400]('Malformed id, or no such token'),
           401: problems[401],
-          403: problems[403],
         },
       },
     },
     async (request) => {
       const caller = await app.auth.required(request);
-      const token = await tokens.findById(toId(request.params.token_id));
-      if (!token) throw AppError.badRequest('token_id', 'names no token');
-      if (token.user_id !== caller.id && caller.role !== 'admin') throw AppError.forbidden('Only its owner or an admin may revoke a token');
+      const token = await tokens.findLive(toId(request.params.token_id), new Date().toISOString());
+      // Another member's token is answered as a missing one (CONTRACT §2), as GET /tokens/{token_id} answers it.
+      if (!token || (token.user_id !== caller.id && caller.role !== 'admin')) throw AppError.badRequest('token_id', 'names no token');
       await app.store.transaction(({ db }) => createTokensRepository(db).remove(token.id));
       return { deleted: 1 };
     },

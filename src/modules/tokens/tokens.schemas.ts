@@ -1,5 +1,5 @@
-import { Type } from 'typebox';
-import { Id, IdParam, Text, Timestamp } from '../../shared/schemas.js';
+import { Type, type Static } from 'typebox';
+import { Id, IdParam, LinksSchema, Text, Timestamp } from '../../shared/schemas.js';
 
 export const CreateTokenBodySchema = Type.Object(
   {
@@ -20,3 +20,16 @@ export const TokenSchema = Type.Object(
 );
 
 export const TokenParamsSchema = Type.Object({ token_id: IdParam('The token id (not the secret)') });
+
+/** A signed-in token as its owner and admins see it (GET /tokens/{id}): never the secret nor its hash. */
+export const SessionSchema = Type.Object(
+  {
+    id: Id,
+    userId: Id,
+    createdAt: Timestamp,
+    expiresAt: Timestamp,
+    links: Type.Array(LinksSchema.items, { description: 'self, user' }),
+  },
+  { title: 'Session' },
+);
+export type Session = Static<typeof SessionSchema>;
