@@ -221,9 +221,18 @@ describe('the OpenAPI document as a client contract', () => {
     expect(Object.keys((byId.get('getPost') as { responses: object }).responses)).toContain('401');
     expect(byId.get('replaceUser')?.security).toEqual([{ bearerAuth: [] }]);
     for (const [where, op] of operationsOf(document)) expect(op.security, where).toBeDefined();
-    // Every read is public but the feed and the tokens (self or admin, CONTRACT §4) and reports (their reporter,
-    // admins: §9).
-    const signedIn = ['GET /users/{user_id}/feed', 'GET /tokens/{token_id}', 'GET /users/{user_id}/tokens', 'GET /reports', 'GET /reports/{report_id}'];
+    // Every read is public but the feed, the tokens and notifications (self or admin, CONTRACT §4, §10) and reports
+    // (their reporter, admins: §9).
+    const signedIn = [
+      'GET /users/{user_id}/feed',
+      'GET /tokens/{token_id}',
+      'GET /users/{user_id}/tokens',
+      'GET /reports',
+      'GET /reports/{report_id}',
+      'GET /users/{user_id}/notifications',
+      'GET /users/{user_id}/notifications/{notification_id}',
+      'GET /users/{user_id}/notifications/marker',
+    ];
     for (const [where, op] of operationsOf(document).filter(([where]) => where.startsWith('GET '))) {
       expect(op.security, where).toEqual(signedIn.includes(where) ? [{ bearerAuth: [] }] : where === 'GET /metrics' ? [{}, { metricsToken: [] }] : []);
     }
@@ -417,6 +426,19 @@ describe('the OpenAPI document against the headers the service really sends', ()
     await getTwice('/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token);
     await send('GET', '/users/{user_id}/feed', `/users/${bob.id}/feed`, 401);
     await send('GET', '/users/{user_id}/feed', `/users/${alice.id}/feed`, 403, { token: bob.token });
+    const notifications = '/users/{user_id}/notifications';
+    const [note] = (await getTwice(notifications, `/users/${alice.id}/notifications`, alice.token)).json();
+    await send('GET', notifications, `/users/${alice.id}/notifications?types=bogus`, 400, { token: alice.token });
+    await send('GET', notifications, `/users/${alice.id}/notifications`, 401);
+    await send('GET', notifications, `/users/${alice.id}/notifications`, 403, { token: bob.token });
+    await send('GET', notifications, '/users/999999/notifications', 404, { token: admin.token });
+    await getTwice(`${notifications}/{notification_id}`, `/users/${alice.id}/notifications/${note.id}`, alice.token);
+    await send('GET', `${notifications}/{notification_id}`, `/users/${alice.id}/notifications/999999`, 404, { token: alice.token });
+    await getTwice(`${notifications}/marker`, `/users/${alice.id}/notifications/marker`, alice.token);
+    await send('PUT', `${notifications}/marker`, `/users/${alice.id}/notifications/marker`, 200, { token: alice.token, body: { lastReadId: note.id } });
+    await send('PUT', `${notifications}/marker`, `/users/${alice.id}/notifications/marker`, 400, { token: alice.token, body: {} });
+    await send('PUT', `${notifications}/marker`, `/users/${alice.id}/notifications/marker`, 403, { token: admin.token, body: { lastReadId: 1 } });
+    await send('PUT', `${notifications}/marker`, '/users/999999/notifications/marker', 404, { token: admin.token, body: { lastReadId: 1 } });
     await send('DELETE', `${followers}/{follower_id}`, `/users/${alice.id}/followers/${bob.id}`, 200, { token: bob.token });
 
     const replies = '/posts/{post_id}/replies';
@@ -496,10 +518,14 @@ describe('the OpenAPI document against the headers the service really sends', ()
       });
     }
 
-    // The live streams: GET /posts and GET /users/{user_id}/feed with Accept: text/event-stream.
+    // The live streams: GET /posts, GET /users/{user_id}/feed and GET /users/{user_id}/notifications with Accept: text/event-stream.
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as { port: number };
-    for (const [template, url, token] of [['/posts', '/posts', undefined], ['/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token]] as const) {
+    for (const [template, url, token] of [
+      ['/posts', '/posts', undefined],
+      ['/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token],
+      ['/users/{user_id}/notifications', `/users/${bob.id}/notifications`, bob.token],
+    ] as const) {
       const stream = await openSse(`http://127.0.0.1:${port}`, url, { token, headers: { origin: ORIGIN } });
       stream.close();
       expect(stream.status, url).toBe(200);

@@ -19,6 +19,10 @@ export interface Database {
   stream_events: StreamEventsTable;
   stream_position: StreamPositionTable;
   idempotency_keys: IdempotencyKeysTable;
+  notifications: NotificationsTable;
+  notification_markers: NotificationMarkersTable;
+  notification_events: NotificationEventsTable;
+  notification_position: StreamPositionTable;
   reports: ReportsTable;
 }
 
@@ -177,6 +181,37 @@ export interface IdempotencyKeysTable {
   body: string | null;
 }
 
+export type NotificationType = 'follow' | 'reply' | 'recommend' | 'mention';
+
+/** Notifications (CONTRACT §10): who is told, who caused it, and the post and reply it is about, if any. */
+export interface NotificationsTable {
+  id: Generated<number>;
+  recipient_id: number;
+  actor_id: number;
+  type: NotificationType;
+  post_id: number | null;
+  reply_id: number | null;
+  created_at: string;
+}
+
+/** A user's notification read marker (no row: 0). */
+export interface NotificationMarkersTable {
+  user_id: number;
+  last_read_id: number;
+}
+
+/** The log notification streams replay, written by triggers on `notifications` (see its migration). */
+export interface NotificationEventsTable {
+  id: number;
+  kind: 'created' | 'deleted';
+  notification_id: number;
+  recipient_id: number;
+  /** Random, sent with the id (`<id>-<tag>`): what tells an id handed out again after a restore from the first. */
+  tag: string;
+  created_at: string;
+}
+
+export type NotificationRow = Selectable<NotificationsTable>;
 export type ReportSubjectType = 'post' | 'reply' | 'user';
 export type ReportReason = 'spam' | 'abuse' | 'illegal' | 'other';
 export type ReportStatus = 'open' | 'resolved' | 'dismissed';

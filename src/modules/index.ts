@@ -9,6 +9,7 @@ import repliesRoutes from './replies/replies.routes.js';
 import recommendsRoutes from './recommends/recommends.routes.js';
 import boardsRoutes from './boards/boards.routes.js';
 import reportsRoutes from './reports/reports.routes.js';
+import notificationsRoutes from './notifications/notifications.routes.js';
 
 /** Every resource module, registered explicitly (no autoload): the list below is the whole API. */
 const modules: FastifyPluginAsync = async (app) => {
@@ -22,6 +23,7 @@ const modules: FastifyPluginAsync = async (app) => {
   await app.register(recommendsRoutes);
   await app.register(boardsRoutes);
   await app.register(reportsRoutes);
+  await app.register(notificationsRoutes);
 };
 
 export default modules;

@@ -64,6 +64,7 @@ export default fp(
           { name: 'recommends', description: 'Users who recommend a post' },
           { name: 'boards', description: 'The bulletin board (envelope interface)' },
           { name: 'reports', description: 'Members flag content; admins act on it' },
+          { name: 'notifications', description: 'What others did that concerns a user: follows, replies, recommends, mentions' },
           { name: 'system', description: 'Health, metrics and this document' },
         ],
       },

@@ -9,6 +9,7 @@ import * as streamEvents from './20261125T0200_stream_events.js';
 import * as tokensByUser from './20261127T0900_tokens_by_user.js';
 import * as streamEventTags from './20261127T1000_stream_event_tags.js';
 import * as reports from './20261127T1200_reports.js';
+import * as notifications from './20261127T1400_notifications.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -25,4 +26,5 @@ export const migrations: Record<string, Migration> = {
   '20261127T0900_tokens_by_user': tokensByUser,
   '20261127T1000_stream_event_tags': streamEventTags,
   '20261127T1200_reports': reports,
+  '20261127T1400_notifications': notifications,
 };

@@ -2,6 +2,7 @@ import type { Store, Tx } from '../../db/store.js';
 import { constraintKind } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { notifyFollow, unnotifyFollow } from '../notifications/notifications.service.js';
 import { createFollowersRepository } from './followers.repository.js';
 
 /**
@@ -29,6 +30,7 @@ export async function follow(
       await follows.insert(followeeId, followerId, new Date().toISOString());
       await follows.adjustCounts(followeeId, followerId, 1);
       await follows.addPostsToFeed(followeeId, followerId);
+      await notifyFollow(tx, followerId, followeeId); // notifications (CONTRACT §10)
       const follower = await tx.db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
       await withinTransaction?.(tx, follower);
       return follower;
@@ -57,6 +59,7 @@ export async function unfollow(store: Store, followeeId: number, followerId: num
     if (!(await follows.remove(followeeId, followerId))) return false;
     await follows.adjustCounts(followeeId, followerId, -1);
     await follows.removePostsFromFeed(followeeId, followerId);
+    await unnotifyFollow(tx, followerId, followeeId); // notifications (CONTRACT §10)
     return true;
   });
 }

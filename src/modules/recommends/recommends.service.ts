@@ -1,6 +1,7 @@
 import { constraintKind } from '../../db/errors.js';
 import type { Store, Tx } from '../../db/store.js';
 import type { PublicUserRow, Viewer } from '../../shared/visibility.js';
+import { notifyRecommend, unnotifyRecommend } from '../notifications/notifications.service.js';
 import { createRecommendsRepository } from './recommends.repository.js';
 
 export type CreateRecommendResult =
@@ -29,6 +30,7 @@ export async function createRecommend(
       await recommends.addToRecommendCount(postId, 1);
       const user = await recommends.findRecommender(postId, userId, viewer);
       if (!user) throw new Error('a recommend just inserted is not readable in its own transaction');
+      await notifyRecommend(tx, userId, postId); // notifications (CONTRACT §10)
       await withinTransaction?.(tx, user);
       return { outcome: 'created', user };
     });
@@ -45,10 +47,11 @@ export async function createRecommend(
  * delete won), in which case the counter is left alone.
  */
 export async function deleteRecommend(store: Store, postId: number, userId: number): Promise<boolean> {
-  return store.transaction(async ({ db }) => {
-    const recommends = createRecommendsRepository(db);
+  return store.transaction(async (tx) => {
+    const recommends = createRecommendsRepository(tx.db);
     if (!(await recommends.remove(postId, userId))) return false;
     await recommends.addToRecommendCount(postId, -1);
+    await unnotifyRecommend(tx, userId, postId); // notifications (CONTRACT §10)
     return true;
   });
 }

@@ -1,6 +1,7 @@
 import type { Store, Tx } from '../../db/store.js';
 import type { ReplyRow } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
+import { notifyReply, replyEdited } from '../notifications/notifications.service.js';
 import { createRepliesRepository } from './replies.repository.js';
 
 /**
@@ -27,6 +28,7 @@ export async function createReply(
       content: input.content,
       created_at: new Date().toISOString(),
     });
+    await notifyReply(tx, row); // notifications (CONTRACT §10)
     await withinTransaction?.(tx, row);
     return row;
   });
@@ -39,6 +41,9 @@ export async function createReply(
 export async function deleteReply(store: Store, postId: number, id: number, options: { ifMatch?: Precondition } = {}): Promise<boolean> {
   return store.transaction(async (tx) => {
     const { db } = tx;
+    // Notifications: the post's row before the cascade takes the notification log's counter (lock order in
+    // notifications.service.ts), as createReply takes them.
+    await tx.lockRows('posts', [postId]);
     if (!(await lockForPrecondition(tx, id, options.ifMatch))) return false;
     const replies = createRepliesRepository(db);
     if (!(await replies.remove(postId, id))) return false;
@@ -58,7 +63,9 @@ export function replaceReply(
   return store.transaction(async (tx) => {
     const checked = await lockForPrecondition(tx, id, options.ifMatch);
     if (!checked) return undefined;
-    return createRepliesRepository(tx.db).update(postId, id, { content, updated_at: updatedAfter(checked.seen) });
+    const row = await createRepliesRepository(tx.db).update(postId, id, { content, updated_at: updatedAfter(checked.seen) });
+    if (row) await replyEdited(tx, row); // notifications (CONTRACT §10)
+    return row;
   });
 }
 

@@ -6,6 +6,7 @@ import { AppError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
 import type { DeletedAccount, PostChanges } from '../../shared/post-changes.js';
 import { POST_COLUMNS } from '../../shared/visibility.js';
+import { removeAccountNotifications } from '../notifications/notifications.service.js';
 import { createTokensRepository } from '../tokens/tokens.repository.js';
 import { createUsersRepository } from './users.repository.js';
 
@@ -150,6 +151,7 @@ export async function deleteUser(
       .where('owner_id', '<>', id)
       .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', id))
       .execute();
+    await removeAccountNotifications(tx, id); // notifications (CONTRACT §10), before the post stream's events
     // The user's posts go with the cascade: live streams hear of each as deleted, like a DELETE /posts/{id}, by
     // who could see it before this transaction (its follows go with it: see DeletedAccount).
     if (options.changes) {
@@ -174,6 +176,7 @@ export async function deleteUser(
 export async function deleteAllUsers(store: Store, changes?: PostChanges): Promise<number> {
   return store.transaction(async (tx) => {
     const { db } = tx;
+    await removeAccountNotifications(tx); // notifications (CONTRACT §10), before the post stream's events
     if (changes) {
       const accounts = new Map<number, DeletedAccount & { followers: number[] }>();
       const accountOf = (owner: number) => {
