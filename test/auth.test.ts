@@ -24,6 +24,7 @@ const VALID_BODIES: Record<string, object> = {
   createReply: { content: 'C' },
   createReport: { subject: { type: 'user', id: 1 }, reason: 'spam' },
   replaceReport: { status: 'resolved', resolution: '' },
+  replaceNotificationMarker: { lastReadId: 0 },
   replaceBoard: { title: 'T', content: 'C' },
   replacePost: { title: 'T', content: 'C', visibility: 'public' },
   replaceReply: { content: 'C' },
@@ -66,6 +67,7 @@ describe('routes that require a bearer token', () => {
         'deleteAllUsers', 'deleteBoard', 'deleteFollower', 'deletePost', 'deleteRecommend', 'deleteReply',
         'deleteToken', 'deleteUser', 'getFeed', 'getToken', 'listUserTokens', 'replaceBoard', 'replacePost', 'replaceReply', 'replaceUser',
         'createReport', 'listReports', 'getReport', 'replaceReport',
+        'listNotifications', 'getNotification', 'getNotificationMarker', 'replaceNotificationMarker',
       ].sort(),
     );
   });
