@@ -8,6 +8,9 @@ import followersRoutes from './followers/followers.routes.js';
 import repliesRoutes from './replies/replies.routes.js';
 import recommendsRoutes from './recommends/recommends.routes.js';
 import boardsRoutes from './boards/boards.routes.js';
+import blocksRoutes from './blocks/blocks.routes.js';
+import mutesRoutes from './mutes/mutes.routes.js';
+import suspensionsRoutes from './suspensions/suspensions.routes.js';
 
 /** Every resource module, registered explicitly (no autoload): the list below is the whole API. */
 const modules: FastifyPluginAsync = async (app) => {
@@ -20,6 +23,9 @@ const modules: FastifyPluginAsync = async (app) => {
   await app.register(repliesRoutes);
   await app.register(recommendsRoutes);
   await app.register(boardsRoutes);
+  await app.register(blocksRoutes);
+  await app.register(mutesRoutes);
+  await app.register(suspensionsRoutes);
 };
 
 export default modules;
