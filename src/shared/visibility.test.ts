@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { follow, publish, type PostJson } from '../../test/helpers/api.js';
-import { buildTestApp, call, write } from '../../test/helpers/build-test-app.js';
+import { buildTestApp, call } from '../../test/helpers/build-test-app.js';
 import { createAdmin, signUp, type TestUser } from '../../test/helpers/factories.js';
 import { findCallerByTokenHash, findReadablePost, readFeedPage } from '../db/hot-statements.js';
 import type { Visibility } from '../db/types.js';
