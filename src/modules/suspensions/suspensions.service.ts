@@ -19,17 +19,27 @@ import { createSuspensionsRepository } from './suspensions.repository.js';
  * The account's own counters (its followers, followings and posts) stay: only admins see its profile meanwhile.
  */
 
-/** Takes the account's share out of (`-1`) or back into (`+1`) the counters others keep, inside `tx`. */
-export async function moveShare(tx: Tx, userId: number, delta: 1 | -1): Promise<void> {
-  const { db } = tx;
-  const relations = await db
+/**
+ * Locks the account's row with those of everyone it follows or is followed by, in one ascending pass (lockRows), as
+ * account deletion does: a follow between the account and a user of lower id, running at the same moment, then
+ * queues behind this instead of deadlocking with it. False when the account does not exist.
+ */
+async function lockAccount(tx: Tx, userId: number): Promise<boolean> {
+  const relations = await tx.db
     .selectFrom('follows')
     .select(['follower_id', 'followee_id'])
     .where((eb) => eb.or([eb('follower_id', '=', userId), eb('followee_id', '=', userId)]))
     .execute();
-  const touchedUsers = relations.map((r) => (Number(r.follower_id) === userId ? Number(r.followee_id) : Number(r.follower_id)));
-  // Users before posts, each in ascending id (lockRows), as every writer takes them.
-  await tx.lockRows('users', [userId, ...touchedUsers]);
+  const others = relations.map((r) => (Number(r.follower_id) === userId ? Number(r.followee_id) : Number(r.follower_id)));
+  return (await tx.lockRows('users', [userId, ...others])).includes(userId);
+}
+
+/**
+ * Takes the account's share out of (`-1`) or back into (`+1`) the counters others keep, inside `tx`, which holds the
+ * account's row and those of its follow relations (lockAccount; users before posts, as every writer takes them).
+ */
+export async function moveShare(tx: Tx, userId: number, delta: 1 | -1): Promise<void> {
+  const { db } = tx;
   const touchedPosts = await db
     .selectFrom('posts')
     .select('posts.id')
@@ -80,7 +90,7 @@ export type SuspendResult = { outcome: 'suspended'; suspension: SuspensionRow } 
 export async function suspend(store: Store, userId: number, reason: string): Promise<SuspendResult> {
   return store.transaction(async (tx) => {
     const { db } = tx;
-    if ((await tx.lockRows('users', [userId])).length === 0) return { outcome: 'missing' };
+    if (!(await lockAccount(tx, userId))) return { outcome: 'missing' };
     const user = await db.selectFrom('users').select('role').where('id', '=', userId).executeTakeFirstOrThrow();
     if (user.role === 'admin') return { outcome: 'admin' };
     const now = new Date().toISOString();
@@ -100,7 +110,7 @@ export async function suspend(store: Store, userId: number, reason: string): Pro
 /** Lifts a suspension: its share goes back into the counters; tokens stay revoked. False when there was none. */
 export async function lift(store: Store, userId: number): Promise<boolean> {
   return store.transaction(async (tx) => {
-    if ((await tx.lockRows('users', [userId])).length === 0) return false;
+    if (!(await lockAccount(tx, userId))) return false;
     const result = await tx.db.deleteFrom('suspensions').where('user_id', '=', userId).executeTakeFirst();
     if (result.numDeletedRows === 0n) return false;
     await moveShare(tx, userId, 1);
