@@ -24,7 +24,7 @@ import { createReply, deleteReply, replaceReply } from './replies.service.js';
 
 /**
  * Replies hang off a post: whoever may not see the post finds neither it nor its replies (404; 400 on DELETE,
- * seed §7), and the posts repository's `findVisible` (through `visibleTo`) is the only statement of who sees what.
+ * seed §7), and src/shared/visibility.ts (`requireVisiblePost`, `replyShownTo`) is the only statement of who sees what.
  */
 const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const replies = createRepliesRepository(app.db);
