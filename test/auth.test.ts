@@ -17,7 +17,9 @@ function operations(app: FastifyInstance, wanted: (security: Array<Record<string
 /** A well-formed body for each operation that takes one, so that only the missing token is wrong. */
 const VALID_BODIES: Record<string, object> = {
   changePassword: { currentPassword: 'password 123', newPassword: 'password 456' },
+  createBlock: { id: 1 },
   createBoard: { title: 'T', content: 'C' },
+  createMute: { id: 1 },
   createFollower: { id: 1 },
   createPost: { title: 'T', content: 'C' },
   createRecommend: { id: 1 },
@@ -29,6 +31,7 @@ const VALID_BODIES: Record<string, object> = {
   replacePost: { title: 'T', content: 'C', visibility: 'public' },
   replaceReply: { content: 'C' },
   replaceUser: { username: 'someone', displayName: '', bio: '' },
+  suspendUser: { reason: 'spam' },
 };
 
 /**
@@ -68,6 +71,9 @@ describe('routes that require a bearer token', () => {
         'deleteToken', 'deleteUser', 'getFeed', 'getToken', 'listUserTokens', 'replaceBoard', 'replacePost', 'replaceReply', 'replaceUser',
         'createReport', 'listReports', 'getReport', 'replaceReport',
         'listNotifications', 'getNotification', 'getNotificationMarker', 'replaceNotificationMarker',
+        // CONTRACT §9
+        'createBlock', 'listBlocks', 'getBlock', 'deleteBlock', 'createMute', 'listMutes', 'getMute', 'deleteMute',
+        'suspendUser', 'getSuspension', 'liftSuspension',
       ].sort(),
     );
   });

@@ -3,7 +3,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { describe, expect, it } from 'vitest';
 import { buildOpenApiDocument } from './helpers/openapi.js';
 import { buildTestApp, call } from './helpers/build-test-app.js';
-import { createAdmin, signUp, uniqueName } from './helpers/factories.js';
+import { createAdmin, signIn, signUp, uniqueName } from './helpers/factories.js';
 import { openSse } from './helpers/sse.js';
 
 const METHODS = ['get', 'post', 'put', 'delete'] as const;
@@ -232,6 +232,12 @@ describe('the OpenAPI document as a client contract', () => {
       'GET /users/{user_id}/notifications',
       'GET /users/{user_id}/notifications/{notification_id}',
       'GET /users/{user_id}/notifications/marker',
+      // §9's blocks, mutes and suspensions
+      'GET /users/{user_id}/blocks',
+      'GET /users/{user_id}/mutes',
+      'GET /users/{user_id}/blocks/{blocked_id}',
+      'GET /users/{user_id}/mutes/{muted_id}',
+      'GET /users/{user_id}/suspension',
     ];
     for (const [where, op] of operationsOf(document).filter(([where]) => where.startsWith('GET '))) {
       expect(op.security, where).toEqual(signedIn.includes(where) ? [{ bearerAuth: [] }] : where === 'GET /metrics' ? [{}, { metricsToken: [] }] : []);
@@ -459,6 +465,34 @@ describe('the OpenAPI document against the headers the service really sends', ()
     await send('GET', `${recommends}/{user_id}`, `/posts/${post.id}/recommends/${admin.id}`, 404);
     await send('DELETE', `${recommends}/{user_id}`, `/posts/${post.id}/recommends/${bob.id}`, 200, { token: bob.token });
     await send('DELETE', '/posts/{post_id}', `/posts/${post.id}`, 200, { token: alice.token });
+
+    // CONTRACT §9: blocks and mutes (the same routes), suspensions.
+    for (const [path, target] of [['blocks', 'blocked_id'], ['mutes', 'muted_id']] as const) {
+      const list = `/users/{user_id}/${path}`;
+      const one = `${list}/{${target}}`;
+      await send('POST', list, `/users/${alice.id}/${path}`, 201, { token: alice.token, body: { id: bob.id } });
+      await send('POST', list, `/users/${alice.id}/${path}`, 409, { token: alice.token, body: { id: bob.id } });
+      await send('POST', list, `/users/${alice.id}/${path}`, 400, { token: alice.token, body: { id: alice.id } });
+      await send('POST', list, `/users/${alice.id}/${path}`, 403, { token: bob.token, body: { id: admin.id } });
+      await send('POST', list, `/users/${alice.id}/${path}`, 401, { body: { id: bob.id } });
+      await getTwice(list, `/users/${alice.id}/${path}`, alice.token);
+      await send('GET', list, `/users/${alice.id}/${path}`, 404, { token: bob.token });
+      await getTwice(one, `/users/${alice.id}/${path}/${bob.id}`, alice.token);
+      await send('GET', one, `/users/${alice.id}/${path}/${admin.id}`, 404, { token: alice.token });
+      await send('DELETE', one, `/users/${alice.id}/${path}/${bob.id}`, 200, { token: alice.token });
+      await send('DELETE', one, `/users/${alice.id}/${path}/${bob.id}`, 400, { token: alice.token });
+    }
+    const suspension = '/users/{user_id}/suspension';
+    await send('GET', suspension, `/users/${bob.id}/suspension`, 404, { token: admin.token });
+    await send('PUT', suspension, `/users/${bob.id}/suspension`, 403, { token: alice.token, body: { reason: 'spam' } });
+    await send('PUT', suspension, `/users/${admin.id}/suspension`, 403, { token: admin.token, body: { reason: 'spam' } });
+    await send('PUT', suspension, `/users/${bob.id}/suspension`, 200, { token: admin.token, body: { reason: 'spam' } });
+    await getTwice(suspension, `/users/${bob.id}/suspension`, admin.token);
+    await send('POST', '/tokens', '/tokens', 403, { body: { username: bob.username, password: bob.password } });
+    await send('DELETE', suspension, `/users/${bob.id}/suspension`, 200, { token: admin.token });
+    await send('DELETE', suspension, `/users/${bob.id}/suspension`, 400, { token: admin.token });
+    // The suspension revoked bob's tokens; lifting it does not give them back.
+    bob.token = await signIn(app, bob.username, bob.password);
 
     const board = (await send('POST', '/boards', '/boards', 201, { token: alice.token, body: { title: 'Notice', content: 'Text' } })).json();
     await send('POST', '/boards', '/boards', 400, { token: alice.token, body: {} });

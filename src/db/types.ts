@@ -24,6 +24,9 @@ export interface Database {
   notification_events: NotificationEventsTable;
   notification_position: StreamPositionTable;
   reports: ReportsTable;
+  blocks: BlocksTable;
+  mutes: MutesTable;
+  suspensions: SuspensionsTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -47,6 +50,10 @@ export interface UsersTable {
   followers_post_count: Generated<number>;
   /** Bumped by every password change; a token is valid only while it carries the current one. */
   password_version: Generated<number>;
+  /** Blocks the user is in, on either side (CONTRACT §9): zero lets reads skip the block checks. */
+  block_count: Generated<number>;
+  /** Mutes by the user: zero lets listings skip the mute check. */
+  mute_count: Generated<number>;
   created_at: string;
   updated_at: string;
 }
@@ -246,3 +253,28 @@ export type ReplyRow = Selectable<RepliesTable>;
 export type BoardRow = Selectable<BoardsTable>;
 export type IdempotencyKeyRow = Selectable<IdempotencyKeysTable>;
 export type ReportRow = Selectable<ReportsTable>;
+
+/** A block (CONTRACT §9): either of the two stops seeing the other's posts, replies and recommends. */
+export interface BlocksTable {
+  id: Generated<number>;
+  blocker_id: number;
+  blocked_id: number;
+  created_at: string;
+}
+
+/** A mute (CONTRACT §9): the muter's listings leave the muted user's posts and replies out. */
+export interface MutesTable {
+  id: Generated<number>;
+  muter_id: number;
+  muted_id: number;
+  created_at: string;
+}
+
+/** A suspended account (CONTRACT §9): hidden from everyone but admins until the row goes. */
+export interface SuspensionsTable {
+  user_id: number;
+  reason: string;
+  created_at: string;
+  updated_at: string;
+}
+export type SuspensionRow = Selectable<SuspensionsTable>;

@@ -10,6 +10,9 @@ import recommendsRoutes from './recommends/recommends.routes.js';
 import boardsRoutes from './boards/boards.routes.js';
 import reportsRoutes from './reports/reports.routes.js';
 import notificationsRoutes from './notifications/notifications.routes.js';
+import blocksRoutes from './blocks/blocks.routes.js';
+import mutesRoutes from './mutes/mutes.routes.js';
+import suspensionsRoutes from './suspensions/suspensions.routes.js';
 
 /** Every resource module, registered explicitly (no autoload): the list below is the whole API. */
 const modules: FastifyPluginAsync = async (app) => {
@@ -24,6 +27,9 @@ const modules: FastifyPluginAsync = async (app) => {
   await app.register(boardsRoutes);
   await app.register(reportsRoutes);
   await app.register(notificationsRoutes);
+  await app.register(blocksRoutes);
+  await app.register(mutesRoutes);
+  await app.register(suspensionsRoutes);
 };
 
 export default modules;

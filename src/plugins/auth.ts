@@ -9,6 +9,9 @@ export interface Caller {
   id: number;
   role: Role;
   tokenId: number;
+  /** Whether the user is in a block (either side) / mutes anyone: see Viewer in shared/visibility.ts. */
+  hasBlocks?: boolean;
+  hasMutes?: boolean;
 }
 
 declare module 'fastify' {

@@ -34,7 +34,7 @@ export interface RouteTraits {
 
 /** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
 const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}', '/reports/{}']);
-const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards', '/reports']);
+const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards', '/reports', '/users/{}/blocks', '/users/{}/mutes']);
 /** Operational routes that do not touch the database (/health does). */
 const WITHOUT_DATABASE = new Set(['/metrics', '/openapi.json']);
 

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database, NotificationRow, NotificationType, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { visibleTo } from '../../shared/visibility.js';
+import { actorHeardBy, visibleTo } from '../../shared/visibility.js';
 
 /** Whose notifications are read: the recipient (with their role, which decides what posts they may see). */
 export interface Recipient {
@@ -23,10 +23,10 @@ export const NOTIFICATION_COLUMNS = [
 export const UNREAD_COUNT_CAP = 1000;
 
 /**
- * THE statement of which notifications `recipient` may see (CONTRACT §9, §10): theirs, and about no post they may
- * not see now (the shared `visibleTo` rule, correlated to the notification's post). Every read of notifications (a
- * page, one by id, the marker's unread count, the stream) starts here, so a rule about who may see what (blocks,
- * mutes, suspended actors) is added once, here, and holds for all of them.
+ * THE statement of which notifications `recipient` may see (CONTRACT §9, §10): theirs, from an actor they may hear
+ * of (`actorHeardBy`: no block either way, not suspended) and about no post they may not see now (`visibleTo`,
+ * correlated to the notification's post), both rules of src/shared/visibility.ts. Every read of notifications (a
+ * page, one by id, the marker's unread count, the stream) starts here.
  *
  * The condition is tested with `IS TRUE`, as the posts list does (posts.repository.ts): left bare, SQLite may answer
  * the OR with one index per branch and a sort, instead of walking `(recipient_id, id)` and filtering each row.
@@ -35,6 +35,7 @@ export function visibleNotifications(db: Kysely<Database>, recipient: Recipient)
   return db
     .selectFrom('notifications')
     .where('notifications.recipient_id', '=', recipient.id)
+    .where((eb) => actorHeardBy(recipient.id)(eb))
     .where((eb) =>
       eb(
         eb.parens(

@@ -154,7 +154,7 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const userId = toId(request.params.user_id);
       if (caller.id !== userId) {
-        if (!(await users.exists(userId))) throw AppError.notFound('user');
+        if (!(await users.exists(userId, caller))) throw AppError.notFound('user');
         throw AppError.forbidden('Only the user may move their notification marker');
       }
       await app.store.transaction(({ db }) => createNotificationsRepository(db).advanceMarker(userId, request.body.lastReadId));

@@ -63,6 +63,24 @@ async function whoMaySee(db: Kysely<Database>, postId: number, candidates: reado
   return new Set((await query.execute()).map((row) => Number(row.viewer)));
 }
 
+/**
+ * Which of `recipients` hear of `actorId` at all (CONTRACT §9, §10): none across a block, either way, and none from a
+ * user the recipient mutes. One statement; the blocks and mutes indexes answer it.
+ */
+async function hearers(db: Kysely<Database>, actorId: number, recipients: readonly number[]): Promise<Set<number>> {
+  if (recipients.length === 0) return new Set();
+  const shut = await db
+    .selectFrom('blocks')
+    .select('blocks.blocked_id as id')
+    .where('blocks.blocker_id', '=', actorId)
+    .where('blocks.blocked_id', 'in', recipients)
+    .unionAll(db.selectFrom('blocks').select('blocks.blocker_id as id').where('blocks.blocked_id', '=', actorId).where('blocks.blocker_id', 'in', recipients))
+    .unionAll(db.selectFrom('mutes').select('mutes.muter_id as id').where('mutes.muted_id', '=', actorId).where('mutes.muter_id', 'in', recipients))
+    .execute();
+  const out = new Set(shut.map((row) => Number(row.id)));
+  return new Set(recipients.filter((id) => !out.has(id)));
+}
+
 /** The post's owner, with their role; undefined when the post is gone. */
 async function ownerOf(db: Kysely<Database>, postId: number): Promise<Recipient | undefined> {
   const row = await db
@@ -91,7 +109,8 @@ async function syncMentions(
   const now = new Set(mentioned.map((user) => user.id));
   await notifications.removeMentions(about.postId, about.replyId, told.filter((id) => !now.has(id)));
   const already = new Set(told);
-  const fresh = mentioned.filter((user) => !already.has(user.id));
+  const heard = await hearers(tx.db, about.authorId, mentioned.filter((user) => !already.has(user.id)).map((user) => user.id));
+  const fresh = mentioned.filter((user) => heard.has(user.id));
   const allowed = await whoMaySee(tx.db, about.postId, fresh);
   await notifications.insert(
     fresh
@@ -108,6 +127,7 @@ async function syncMentions(
 
 /** `followerId` followed `followeeId` (never oneself: the route refuses that). */
 export async function notifyFollow(tx: Tx, followerId: number, followeeId: number): Promise<void> {
+  if (!(await hearers(tx.db, followerId, [followeeId])).has(followeeId)) return;
   await createNotificationsRepository(tx.db).insert([{ recipient_id: followeeId, actor_id: followerId, type: 'follow' }]);
 }
 
@@ -119,6 +139,7 @@ export async function unnotifyFollow(tx: Tx, followerId: number, followeeId: num
 export async function notifyRecommend(tx: Tx, userId: number, postId: number): Promise<void> {
   const owner = await ownerOf(tx.db, postId);
   if (!owner || owner.id === userId) return;
+  if (!(await hearers(tx.db, userId, [owner.id])).has(owner.id)) return;
   if (!(await whoMaySee(tx.db, postId, [owner])).has(owner.id)) return;
   await createNotificationsRepository(tx.db).insert([{ recipient_id: owner.id, actor_id: userId, type: 'recommend', post_id: postId }]);
 }
@@ -136,7 +157,11 @@ export async function unnotifyRecommend(tx: Tx, userId: number, postId: number):
 export async function notifyReply(tx: Tx, reply: ReplyRow): Promise<void> {
   const owner = await ownerOf(tx.db, reply.post_id);
   if (!owner) return;
-  if (owner.id !== reply.author_id && (await whoMaySee(tx.db, reply.post_id, [owner])).has(owner.id)) {
+  if (
+    owner.id !== reply.author_id &&
+    (await hearers(tx.db, reply.author_id, [owner.id])).has(owner.id) &&
+    (await whoMaySee(tx.db, reply.post_id, [owner])).has(owner.id)
+  ) {
     const row = { recipient_id: owner.id, actor_id: reply.author_id, type: 'reply' as NotificationType, post_id: reply.post_id, reply_id: reply.id };
     await createNotificationsRepository(tx.db).insert([row]);
   }

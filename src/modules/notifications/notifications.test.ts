@@ -455,6 +455,58 @@ describe('notifications', () => {
   });
 });
 
+describe('notifications across blocks, mutes and suspensions (CONTRACT §9, §10)', () => {
+  const block = (app: FastifyInstance, by: TestUser, whom: TestUser) => call(app, 'POST', `/users/${by.id}/blocks`, { token: by.token, body: { id: whom.id } });
+  const mute = (app: FastifyInstance, by: TestUser, whom: TestUser) => call(app, 'POST', `/users/${by.id}/mutes`, { token: by.token, body: { id: whom.id } });
+
+  it('none from a user the recipient mutes: follow, reply, recommend and mention all stay silent; others still notify', async () => {
+    const app = await buildTestApp();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const cat = await signUp(app);
+    const hers = await post(app, ann, { title: 'Ann writes', content: 'Hello' });
+    expect((await mute(app, ann, bob)).statusCode).toBe(201);
+    await follow(app, bob, ann);
+    await replyTo(app, bob, hers.id, 'A reply');
+    await recommend(app, bob, hers.id);
+    await post(app, bob, { title: 'Hi', content: `hello @${ann.username}` });
+    expect(await stored(app, ann.id)).toEqual([]);
+    await follow(app, cat, ann);
+    expect(await gists(app, ann)).toEqual([`follow:${cat.id}`]);
+  });
+
+  it('none across a block, either way, and those from before it are left out until it is lifted', async () => {
+    const app = await buildTestApp();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const hers = await post(app, ann, { title: 'Ann writes', content: 'Hello' });
+    await recommend(app, bob, hers.id);
+    expect(await gists(app, ann)).toEqual([`recommend:${bob.id}:${hers.id}`]);
+    expect((await block(app, bob, ann)).statusCode).toBe(201);
+    expect(await gists(app, ann)).toEqual([]);
+    expect((await call(app, 'GET', `/users/${ann.id}/notifications/marker`, { token: ann.token })).json()).toEqual({ lastReadId: 0, unreadCount: 0 });
+    // A mention across the block (bob names ann) creates nothing.
+    await post(app, bob, { title: 'About ann', content: `@${ann.username} again` });
+    expect((await stored(app, ann.id)).map((n) => n.type)).toEqual(['recommend']);
+    expect((await call(app, 'DELETE', `/users/${bob.id}/blocks/${ann.id}`, { token: bob.token })).statusCode).toBe(200);
+    expect(await gists(app, ann)).toEqual([`recommend:${bob.id}:${hers.id}`]);
+  });
+
+  it('a suspended actor\'s notifications are left out, to the recipient and to an admin reading them, and show again once lifted', async () => {
+    const app = await buildTestApp();
+    const admin = await createAdmin(app);
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    await follow(app, bob, ann);
+    expect(await gists(app, ann)).toEqual([`follow:${bob.id}`]);
+    expect((await call(app, 'PUT', `/users/${bob.id}/suspension`, { token: admin.token, body: { reason: 'spam' } })).statusCode).toBe(200);
+    expect(await gists(app, ann)).toEqual([]);
+    expect(await notes(app, ann, '', admin.token)).toEqual([]);
+    expect((await call(app, 'DELETE', `/users/${bob.id}/suspension`, { token: admin.token })).statusCode).toBe(200);
+    expect(await gists(app, ann)).toEqual([`follow:${bob.id}`]);
+  });
+});
+
 describe('notification streams (Accept: text/event-stream)', () => {
   /** The app listening on a real socket, and its base URL. */
   async function listening(overrides: Parameters<typeof buildTestApp>[0] = {}): Promise<{ app: FastifyInstance; base: string }> {

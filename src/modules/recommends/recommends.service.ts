@@ -2,6 +2,7 @@ import { constraintKind } from '../../db/errors.js';
 import type { Store, Tx } from '../../db/store.js';
 import type { PublicUserRow, Viewer } from '../../shared/visibility.js';
 import { notifyRecommend, unnotifyRecommend } from '../notifications/notifications.service.js';
+import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { createRecommendsRepository } from './recommends.repository.js';
 
 export type CreateRecommendResult =
@@ -26,6 +27,8 @@ export async function createRecommend(
   try {
     return await store.transaction(async (tx) => {
       const recommends = createRecommendsRepository(tx.db);
+      // Suspended while this request was on its way: the account is gone for everyone but admins.
+      if ((await suspendedAmong(tx.db, [userId])).size > 0) return { outcome: 'gone' };
       await recommends.insert({ post_id: postId, user_id: userId, created_at: new Date().toISOString() });
       await recommends.addToRecommendCount(postId, 1);
       const user = await recommends.findRecommender(postId, userId, viewer);
@@ -50,7 +53,8 @@ export async function deleteRecommend(store: Store, postId: number, userId: numb
   return store.transaction(async (tx) => {
     const recommends = createRecommendsRepository(tx.db);
     if (!(await recommends.remove(postId, userId))) return false;
-    await recommends.addToRecommendCount(postId, -1);
+    // A suspended user's recommends are out of the counter already (suspensions.service.ts).
+    if (!(await suspendedAmong(tx.db, [userId])).has(userId)) await recommends.addToRecommendCount(postId, -1);
     await unnotifyRecommend(tx, userId, postId); // notifications (CONTRACT §10)
     return true;
   });

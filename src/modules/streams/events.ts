@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { notifyInTransaction } from '../../db/pg-notify.js';
 import type { Tx } from '../../db/store.js';
 import type { Database, PostRow, StreamEventsTable, Visibility } from '../../db/types.js';
@@ -186,6 +186,8 @@ export function createEventsRepository(db: Kysely<Database>) {
      * read as long as their following: the read stops one row past the candidates' count, and then the candidates
      * are looked up among the owner's follows instead, so the work is bounded by the streams, not by the followers.
      */
+    /** See `ownerRelations`. */
+    ownerRelations: (ownerId: number, candidates: readonly number[]) => ownerRelations(db, ownerId, candidates),
     async followersAmong(ownerId: number, candidates: readonly number[]): Promise<Set<number>> {
       const followersOf = db.selectFrom('follows').select('follower_id').where('followee_id', '=', ownerId);
       const ids = (rows: Array<{ follower_id: number }>) => rows.map((row) => Number(row.follower_id));
@@ -204,6 +206,51 @@ export function createEventsRepository(db: Kysely<Database>) {
       return found;
     },
   };
+}
+
+/** What stands between an event's owner and the viewers of open streams (CONTRACT §9), for `seesPost`. */
+export interface OwnerRelations {
+  /** Candidates in a block with the owner, either way. */
+  blocked: ReadonlySet<number>;
+  /** Candidates who mute the owner. */
+  muting: ReadonlySet<number>;
+  ownerSuspended: boolean;
+}
+
+/**
+ * Which of `candidates` are in a block with `ownerId` or mute them, and whether the owner is suspended: one read of
+ * the owner's blocks and mutes (few for nearly every owner) and the suspension's key, stopping one row past the
+ * candidates' count. An owner with more of them than there are candidates has the candidates looked up instead,
+ * 500 at a time, so the work is bounded by the streams, as in `followersAmong`.
+ */
+export async function ownerRelations(db: Kysely<Database>, ownerId: number, candidates: readonly number[]): Promise<OwnerRelations> {
+  const read = (among?: readonly number[]) => {
+    let blockedBy = db.selectFrom('blocks').select([sql.lit('b').as('kind'), 'blocks.blocked_id as user_id']).where('blocks.blocker_id', '=', ownerId);
+    let blockers = db.selectFrom('blocks').select([sql.lit('b').as('kind'), 'blocks.blocker_id as user_id']).where('blocks.blocked_id', '=', ownerId);
+    let muters = db.selectFrom('mutes').select([sql.lit('m').as('kind'), 'mutes.muter_id as user_id']).where('mutes.muted_id', '=', ownerId);
+    if (among) {
+      blockedBy = blockedBy.where('blocks.blocked_id', 'in', among);
+      blockers = blockers.where('blocks.blocker_id', 'in', among);
+      muters = muters.where('mutes.muter_id', 'in', among);
+    }
+    return suspended.unionAll(blockedBy).unionAll(blockers).unionAll(muters);
+  };
+  const suspended = db.selectFrom('suspensions').select([sql.lit('s').as('kind'), 'suspensions.user_id']).where('suspensions.user_id', '=', ownerId);
+  const wanted = new Set(candidates);
+  let rows = await read().limit(candidates.length + 2).execute();
+  if (rows.length > candidates.length + 1) {
+    rows = await suspended.execute();
+    for (let i = 0; i < candidates.length; i += CANDIDATES_PER_READ) rows.push(...(await read(candidates.slice(i, i + CANDIDATES_PER_READ)).execute()));
+  }
+  const blocked = new Set<number>();
+  const muting = new Set<number>();
+  let ownerSuspended = false;
+  for (const row of rows) {
+    const id = Number(row.user_id);
+    if (row.kind === 's') ownerSuspended = true;
+    else if (wanted.has(id)) (row.kind === 'b' ? blocked : muting).add(id);
+  }
+  return { blocked, muting, ownerSuspended };
 }
 
 /**

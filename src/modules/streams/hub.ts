@@ -9,7 +9,8 @@ import type { Links } from '../../shared/links.js';
 import { AppError } from '../../shared/errors.js';
 import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
-import { createEventsRepository, eventId, type LogEnd, type StreamEvent } from './events.js';
+import { seesPost } from '../../shared/visibility.js';
+import { createEventsRepository, eventId, type LogEnd, type OwnerRelations, type StreamEvent } from './events.js';
 import type { Seat } from './seats.js';
 
 /**
@@ -484,6 +485,10 @@ export class StreamHub {
       if (sub.kind === 'feed' || (v.role !== 'admin' && byFollowers)) needFollow.add(v.id);
     }
     const follows = needFollow.size > 0 ? await this.followersAmong(event, [...needFollow]) : new Set<number>();
+    // Blocks, mutes and the owner's suspension (CONTRACT §9), for every signed-in viewer but the owner: one read.
+    const viewers = new Set<number>();
+    for (const sub of subs) if (sub.viewer && sub.viewer.id !== ownerId) viewers.add(sub.viewer.id);
+    const relations = await this.events.ownerRelations(ownerId, [...viewers]);
 
     let body: string | undefined;
     const deleted = `event: post.deleted\ndata: {"id":${event.postId}}\n\n`;
@@ -497,7 +502,7 @@ export class StreamHub {
         continue;
       }
       sub.cursor = event.id;
-      const sees = (visibility: Visibility | null) => visibility !== null && canSee(sub, ownerId, visibility, follows);
+      const sees = (visibility: Visibility | null) => visibility !== null && canSee(sub, ownerId, visibility, follows, relations);
       let frame: string | undefined;
       if (event.kind === 'deleted') {
         if (sees(event.visibility)) frame = deleted;
@@ -595,18 +600,18 @@ class Gate {
 }
 
 /**
- * Whether the subscriber sees a post of `ownerId` with `visibility` (CONTRACT §3 and §7). A posts stream: what
- * GET /posts/{id} would show its caller. A feed stream: posts by users the feed's owner follows that the owner may
- * see, as GET /users/{id}/feed lists them.
+ * Whether the subscriber sees a post of `ownerId` with `visibility`: the rule of shared/visibility.ts (`seesPost`)
+ * for a listing, as GET /posts lists posts to its caller. A feed stream: only posts by users the feed's owner
+ * follows, judged for the owner, as GET /users/{id}/feed lists them.
  */
-function canSee(sub: Subscriber, ownerId: number, visibility: Visibility, follows: ReadonlySet<number>): boolean {
+function canSee(sub: Subscriber, ownerId: number, visibility: Visibility, follows: ReadonlySet<number>, relations: OwnerRelations): boolean {
   const v = sub.viewer;
-  if (sub.kind === 'feed') {
-    if (!v || v.id === ownerId || !follows.has(v.id)) return false;
-    return visibility !== 'private' || v.role === 'admin';
-  }
-  if (visibility === 'public') return true;
-  if (!v) return false;
-  if (v.role === 'admin' || v.id === ownerId) return true;
-  return visibility === 'followers' && follows.has(v.id);
+  if (sub.kind === 'feed' && (!v || v.id === ownerId || !follows.has(v.id))) return false;
+  const rel = {
+    follows: v !== undefined && follows.has(v.id),
+    blocked: v !== undefined && relations.blocked.has(v.id),
+    mutes: v !== undefined && relations.muting.has(v.id),
+    ownerSuspended: relations.ownerSuspended,
+  };
+  return seesPost(v, { ownerId, visibility }, rel, true);
 }

@@ -21,7 +21,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, n: Norma
     });
   }
   return reply.type('application/problem+json; charset=utf-8').send({
-    type: 'about:blank',
+    type: n.type ?? 'about:blank',
     title: STATUS_CODES[n.status] ?? 'Error',
     status: n.status,
     detail: n.detail,
