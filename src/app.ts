@@ -178,9 +178,10 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   // request that follows (conditional headers), so that each answer of a limited route carries its fields.
   await app.register(rateLimitPlugin);
   await app.register(conditionalPlugin);
-  await app.register(openapiPlugin);
-  // On every signed-in request: plain SQL (db/hot-statements.ts).
+  // Before every route, /docs included: it hooks each route as the route is declared (an Authorization header that
+  // is no bearer credential is a 401 on every route). On every signed-in request: plain SQL (db/hot-statements.ts).
   await app.register(authPlugin, { findCaller: (hash) => findCallerByTokenHash(store, hash, new Date().toISOString()) });
+  await app.register(openapiPlugin);
   await app.register(fanoutPlugin);
   await app.register(streamsPlugin);
   // Before the modules: it hooks each creating route as the route is declared.

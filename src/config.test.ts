@@ -57,6 +57,29 @@ describe('loadConfig REDIS_URL and REDIS_KEY_PREFIX', () => {
   });
 });
 
+describe('loadConfig METRICS_TOKEN', () => {
+  it('has no default: unset or empty, /metrics is open', () => {
+    expect(loadConfig({}).metricsToken).toBeUndefined();
+    expect(loadConfig({ METRICS_TOKEN: '' }).metricsToken).toBeUndefined();
+  });
+
+  it.each(['0123456789abcdef', 'a'.repeat(256), 'YWJjZGVmZ2hpamtsbW5vcA=='])('accepts %s', (value) => {
+    expect(loadConfig({ METRICS_TOKEN: value }).metricsToken).toBe(value);
+  });
+
+  it.each(['short', 'a'.repeat(257), 'has a space in it!!', 'quote"quote"quote"', 'x'.repeat(15)])('rejects METRICS_TOKEN=%s, naming it but not echoing it', (value) => {
+    let message = '';
+    try {
+      loadConfig({ METRICS_TOKEN: value });
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/^METRICS_TOKEN: must be 16 to 256 of /);
+    expect(message).not.toContain(value);
+  });
+});
+
 describe('loadConfig TRUST_PROXY', () => {
   it.each([
     [undefined, false],

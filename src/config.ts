@@ -56,6 +56,11 @@ export const ConfigSchema = Type.Object({
    * each process counts in memory and is woken through PostgreSQL.
    */
   redisUrl: Type.Optional(Type.String({ pattern: '^rediss?://[^\\s]+$' })),
+  /**
+   * When set, GET /metrics needs `Authorization: Bearer <metricsToken>`. A bearer token (token68 characters), long
+   * enough not to be guessed; no default (a secret).
+   */
+  metricsToken: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9._~+/-]{16,256}={0,2}$' })),
   /** Prefix of every Redis key the service writes, so several deployments (or test runs) can share one Redis. */
   redisKeyPrefix: Type.String({ pattern: '^[A-Za-z0-9:._-]{0,64}$' }),
   /**
@@ -192,6 +197,7 @@ const VARIABLES: Record<string, string> = {
   '/trustProxy': 'TRUST_PROXY',
   '/redisUrl': 'REDIS_URL',
   '/redisKeyPrefix': 'REDIS_KEY_PREFIX',
+  '/metricsToken': 'METRICS_TOKEN',
   '/requestTimeoutMs': 'REQUEST_TIMEOUT_MS',
   '/shutdownGraceMs': 'SHUTDOWN_GRACE_MS',
   '/streamHeartbeatSeconds': 'STREAM_HEARTBEAT_SECONDS',
@@ -212,6 +218,7 @@ const FORMATS: Record<string, string> = {
   REDIS_KEY_PREFIX: 'must be at most 64 of A-Z a-z 0-9 : . _ -',
   OTEL_EXPORTER_OTLP_ENDPOINT: 'must be an http or https URL, such as http://127.0.0.1:4318',
   OTEL_SERVICE_NAME: 'must be 1 to 256 characters',
+  METRICS_TOKEN: 'must be 16 to 256 of A-Z a-z 0-9 . _ ~ + / - (a bearer token; `openssl rand -hex 32` makes one)',
 };
 
 /**
@@ -283,6 +290,7 @@ export function loadConfig(env: Env = process.env): Readonly<Config> {
     pgPoolMax: integer(env, 'PG_POOL_MAX', 10),
     redisUrl: redisUrl(env),
     redisKeyPrefix: env.REDIS_KEY_PREFIX || 'corkboard:',
+    metricsToken: env.METRICS_TOKEN || undefined,
     trustProxy: trustProxy(env),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000),

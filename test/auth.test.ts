@@ -17,17 +17,21 @@ function operations(app: FastifyInstance, wanted: (security: Array<Record<string
 /** A well-formed body for each operation that takes one, so that only the missing token is wrong. */
 const VALID_BODIES: Record<string, object> = {
   changePassword: { currentPassword: 'password 123', newPassword: 'password 456' },
+  createBlock: { id: 1 },
   createBoard: { title: 'T', content: 'C' },
+  createMute: { id: 1 },
   createFollower: { id: 1 },
   createPost: { title: 'T', content: 'C' },
   createRecommend: { id: 1 },
   createReply: { content: 'C' },
   createReport: { subject: { type: 'user', id: 1 }, reason: 'spam' },
   replaceReport: { status: 'resolved', resolution: '' },
+  replaceNotificationMarker: { lastReadId: 0 },
   replaceBoard: { title: 'T', content: 'C' },
   replacePost: { title: 'T', content: 'C', visibility: 'public' },
   replaceReply: { content: 'C' },
   replaceUser: { username: 'someone', displayName: '', bio: '' },
+  suspendUser: { reason: 'spam' },
 };
 
 /**
@@ -66,6 +70,10 @@ describe('routes that require a bearer token', () => {
         'deleteAllUsers', 'deleteBoard', 'deleteFollower', 'deletePost', 'deleteRecommend', 'deleteReply',
         'deleteToken', 'deleteUser', 'getFeed', 'getToken', 'listUserTokens', 'replaceBoard', 'replacePost', 'replaceReply', 'replaceUser',
         'createReport', 'listReports', 'getReport', 'replaceReport',
+        'listNotifications', 'getNotification', 'getNotificationMarker', 'replaceNotificationMarker',
+        // CONTRACT §9
+        'createBlock', 'listBlocks', 'getBlock', 'deleteBlock', 'createMute', 'listMutes', 'getMute', 'deleteMute',
+        'suspendUser', 'getSuspension', 'liftSuspension',
       ].sort(),
     );
   });
@@ -123,22 +131,78 @@ describe('routes where a bearer token is optional', () => {
     expect((await call(app, 'GET', `/users/${id}`)).statusCode).toBe(200);
   });
 
-  it('treat another scheme (Basic) as no credential: a public read answers as to anyone, a write is 401 without an error code', async () => {
+  it('answer `Bearer` without a token, or a malformed one, 401 invalid_token', async () => {
     const app = await buildTestApp();
-    const created = await call(app, 'POST', '/users', { body: { username: 'basic_user', password: 'password 123' } });
-    const basic = { authorization: `Basic ${Buffer.from('basic_user:password 123').toString('base64')}` };
-    const read = await call(app, 'GET', `/users/${created.json().id}`, { headers: basic });
-    expect(read.statusCode).toBe(200);
-    const write = await call(app, 'POST', `/users/${created.json().id}/posts`, { headers: basic, body: { title: 't', content: 'c' } });
-    expect(write.statusCode).toBe(401);
-    expect(write.headers['www-authenticate']).toBe('Bearer realm="corkboard"');
-    const bareBearer = await call(app, 'GET', `/users/${created.json().id}`, { headers: { authorization: 'Bearer' } });
-    expect(bareBearer.statusCode).toBe(401);
-    expect(bareBearer.headers['www-authenticate']).toContain('error="invalid_token"');
-    expect(await app.db.selectFrom('posts').selectAll().execute()).toEqual([]);
+    for (const authorization of ['Bearer', 'Bearer two words', 'Bearer {curly}']) {
+      const res = await call(app, 'GET', '/users', { headers: { authorization } });
+      expect(res.statusCode, authorization).toBe(401);
+      expect(res.headers['www-authenticate'], authorization).toBe('Bearer realm="corkboard", error="invalid_token"');
+    }
+  });
+});
+
+/**
+ * CONTRACT §2: an Authorization header that is there but is no bearer credential (another scheme, nothing at all)
+ * is a 401 with a Bearer challenge on every route, reads, sign-up, sign-in and the operational routes included: a
+ * client's mistake never silently turns into an anonymous request.
+ */
+describe('an Authorization header in another scheme', () => {
+  const SCHEMES = ['token cb_abc', `Basic ${Buffer.from('someone:password 123').toString('base64')}`, 'Digest username="someone"', '', 'cb_abc'];
+  const BODIES: Record<string, object> = {
+    ...VALID_BODIES,
+    createUser: { username: 'scheme_user', password: 'password 123' },
+    createToken: { username: 'scheme_user', password: 'password 123' },
+  };
+
+  it('is 401 with WWW-Authenticate: Bearer on every operation of the document, and on /docs', async () => {
+    const app = await buildTestApp();
+    const checked: string[] = [];
+    for (const { path, method, op } of operations(app, () => true)) {
+      if (method === ('OPTIONS' as string)) continue;
+      const url = path.replace(/\{[^}]+\}/g, '1');
+      const body = BODIES[op.operationId];
+      for (const authorization of SCHEMES) {
+        const where = `${method} ${path} with "${authorization}"`;
+        const res = await app.inject({ method, url, headers: { authorization }, ...(body ? { payload: body } : {}) });
+        expect(res.statusCode, `${where}: ${res.body}`).toBe(401);
+        expect(res.headers['www-authenticate'], where).toBe('Bearer realm="corkboard"');
+        if (method !== ('HEAD' as string)) expect(res.json(), where).toMatchObject(path.startsWith('/boards') ? { code: '401', data: null } : { status: 401 });
+      }
+      checked.push(op.operationId);
+    }
+    for (const operationId of ['createUser', 'createToken', 'listUsers', 'getPost', 'getHealth', 'getMetrics', 'getOpenApi', 'createPost']) {
+      expect(checked).toContain(operationId);
+    }
+    // Nothing was created by any of them.
+    expect(await app.db.selectFrom('users').select('id').execute()).toEqual([]);
+    for (const url of ['/docs', '/docs/static/swagger-ui.css']) {
+      const res = await app.inject({ method: 'GET', url, headers: { authorization: 'token cb_abc' } });
+      expect(res.statusCode, url).toBe(401);
+      expect(res.headers['www-authenticate'], url).toBe('Bearer realm="corkboard"');
+    }
   });
 
-  it('do not include sign-up and sign-in: a stale Authorization header does not stop a client signing in again', async () => {
+  it('is 401 on a public read where the same request without it is a 200, and on HEAD', async () => {
+    const app = await buildTestApp();
+    const created = await call(app, 'POST', '/users', { body: { username: 'basic_user', password: 'password 123' } });
+    const url = `/users/${created.json().id}`;
+    expect((await call(app, 'GET', url)).statusCode).toBe(200);
+    const read = await call(app, 'GET', url, { headers: { authorization: 'token cb_abc' } });
+    expect(read.statusCode).toBe(401);
+    expect(read.headers['www-authenticate']).toBe('Bearer realm="corkboard"');
+    expect(read.json()).toMatchObject({ status: 401, detail: 'The Authorization header must be a bearer token: Authorization: Bearer <token>' });
+    expect((await app.inject({ method: 'HEAD', url, headers: { authorization: 'token cb_abc' } })).statusCode).toBe(401);
+  });
+
+  it('a malformed request is still 400 first (CONTRACT §6.1 order)', async () => {
+    const app = await buildTestApp();
+    const res = await call(app, 'GET', '/users/abc', { headers: { authorization: 'token cb_abc' } });
+    expect(res.statusCode).toBe(400);
+  });
+});
+
+describe('sign-up and sign-in', () => {
+  it('ignore a stale bearer token: it does not stop a client signing up or in again', async () => {
     const app = await buildTestApp();
     const stale = { authorization: 'Bearer cb_expired-long-ago' };
     const created = await call(app, 'POST', '/users', { body: { username: 'stale_header', password: 'password 123' }, headers: stale });

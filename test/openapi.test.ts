@@ -3,7 +3,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { describe, expect, it } from 'vitest';
 import { buildOpenApiDocument } from './helpers/openapi.js';
 import { buildTestApp, call } from './helpers/build-test-app.js';
-import { createAdmin, signUp, uniqueName } from './helpers/factories.js';
+import { createAdmin, signIn, signUp, uniqueName } from './helpers/factories.js';
 import { openSse } from './helpers/sse.js';
 
 const METHODS = ['get', 'post', 'put', 'delete'] as const;
@@ -139,7 +139,7 @@ describe('the OpenAPI document as a client contract', () => {
     expect(Object.keys(components.headers).sort()).toEqual([
       'Accept-Encoding', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers',
       'Cache-Control', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'RateLimit',
-      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Request-Id',
+      'RateLimit-Policy', 'Retry-After', 'Vary', 'WWW-Authenticate', 'X-Accel-Buffering', 'X-Content-Type-Options', 'X-Request-Id',
     ]);
     expect(components.headers['Retry-After']!.schema.type).toBe('integer');
     for (const [where, op] of operationsOf(document)) {
@@ -150,6 +150,7 @@ describe('the OpenAPI document as a client contract', () => {
         // A whole TypeBox object given as `headers` used to show up as headers named type, required, properties.
         expect(Object.keys(headers), at).not.toEqual(expect.arrayContaining(['type']));
         expect(headers['X-Request-Id'], at).toEqual(header('X-Request-Id'));
+        expect(headers['X-Content-Type-Options'], at).toEqual(header('X-Content-Type-Options'));
         for (const name of ['Vary', 'Access-Control-Allow-Origin', 'Access-Control-Expose-Headers']) expect(headers[name], `${at} ${name}`).toEqual(header(name));
         if (where.startsWith('GET ')) expect(headers['Cache-Control'], at).toEqual(header('Cache-Control'));
         if (limited) {
@@ -209,18 +210,37 @@ describe('the OpenAPI document as a client contract', () => {
   it('says security: [] on every public operation, those where a token is optional included', async () => {
     const document = await buildOpenApiDocument();
     const byId = new Map(operationsOf(document).map(([, op]) => [op.operationId, op]));
-    for (const id of ['getHealth', 'getMetrics', 'getOpenApi', 'createUser', 'createToken']) expect(byId.get(id)?.security, id).toEqual([]);
+    for (const id of ['getHealth', 'getOpenApi', 'createUser', 'createToken']) expect(byId.get(id)?.security, id).toEqual([]);
+    // /metrics: no token, or the server's METRICS_TOKEN when it sets one (never a user's token); its 401 is listed.
+    expect(byId.get('getMetrics')?.security).toEqual([{}, { metricsToken: [] }]);
+    expect(Object.keys((byId.get('getMetrics') as { responses: object }).responses)).toContain('401');
+    expect((document.components as { securitySchemes: object }).securitySchemes).toMatchObject({ metricsToken: { type: 'http', scheme: 'bearer' } });
     // A token is optional on public reads: still `security: []`, the optional token said in words, its 401 listed.
     expect(byId.get('getPost')?.security).toEqual([]);
     expect(byId.get('getPost')?.description).toMatch(/bearer token may be sent/);
     expect(Object.keys((byId.get('getPost') as { responses: object }).responses)).toContain('401');
     expect(byId.get('replaceUser')?.security).toEqual([{ bearerAuth: [] }]);
     for (const [where, op] of operationsOf(document)) expect(op.security, where).toBeDefined();
-    // Every read is public but the feed and the tokens (self or admin, CONTRACT §4) and reports (their reporter,
-    // admins: §9).
-    const signedIn = ['GET /users/{user_id}/feed', 'GET /tokens/{token_id}', 'GET /users/{user_id}/tokens', 'GET /reports', 'GET /reports/{report_id}'];
+    // Every read is public but the feed, the tokens and notifications (self or admin, CONTRACT §4, §10) and reports
+    // (their reporter, admins: §9).
+    const signedIn = [
+      'GET /users/{user_id}/feed',
+      'GET /tokens/{token_id}',
+      'GET /users/{user_id}/tokens',
+      'GET /reports',
+      'GET /reports/{report_id}',
+      'GET /users/{user_id}/notifications',
+      'GET /users/{user_id}/notifications/{notification_id}',
+      'GET /users/{user_id}/notifications/marker',
+      // §9's blocks, mutes and suspensions
+      'GET /users/{user_id}/blocks',
+      'GET /users/{user_id}/mutes',
+      'GET /users/{user_id}/blocks/{blocked_id}',
+      'GET /users/{user_id}/mutes/{muted_id}',
+      'GET /users/{user_id}/suspension',
+    ];
     for (const [where, op] of operationsOf(document).filter(([where]) => where.startsWith('GET '))) {
-      expect(op.security, where).toEqual(signedIn.includes(where) ? [{ bearerAuth: [] }] : []);
+      expect(op.security, where).toEqual(signedIn.includes(where) ? [{ bearerAuth: [] }] : where === 'GET /metrics' ? [{}, { metricsToken: [] }] : []);
     }
   });
 
@@ -412,6 +432,19 @@ describe('the OpenAPI document against the headers the service really sends', ()
     await getTwice('/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token);
     await send('GET', '/users/{user_id}/feed', `/users/${bob.id}/feed`, 401);
     await send('GET', '/users/{user_id}/feed', `/users/${alice.id}/feed`, 403, { token: bob.token });
+    const notifications = '/users/{user_id}/notifications';
+    const [note] = (await getTwice(notifications, `/users/${alice.id}/notifications`, alice.token)).json();
+    await send('GET', notifications, `/users/${alice.id}/notifications?types=bogus`, 400, { token: alice.token });
+    await send('GET', notifications, `/users/${alice.id}/notifications`, 401);
+    await send('GET', notifications, `/users/${alice.id}/notifications`, 403, { token: bob.token });
+    await send('GET', notifications, '/users/999999/notifications', 404, { token: admin.token });
+    await getTwice(`${notifications}/{notification_id}`, `/users/${alice.id}/notifications/${note.id}`, alice.token);
+    await send('GET', `${notifications}/{notification_id}`, `/users/${alice.id}/notifications/999999`, 404, { token: alice.token });
+    await getTwice(`${notifications}/marker`, `/users/${alice.id}/notifications/marker`, alice.token);
+    await send('PUT', `${notifications}/marker`, `/users/${alice.id}/notifications/marker`, 200, { token: alice.token, body: { lastReadId: note.id } });
+    await send('PUT', `${notifications}/marker`, `/users/${alice.id}/notifications/marker`, 400, { token: alice.token, body: {} });
+    await send('PUT', `${notifications}/marker`, `/users/${alice.id}/notifications/marker`, 403, { token: admin.token, body: { lastReadId: 1 } });
+    await send('PUT', `${notifications}/marker`, '/users/999999/notifications/marker', 404, { token: admin.token, body: { lastReadId: 1 } });
     await send('DELETE', `${followers}/{follower_id}`, `/users/${alice.id}/followers/${bob.id}`, 200, { token: bob.token });
 
     const replies = '/posts/{post_id}/replies';
@@ -432,6 +465,34 @@ describe('the OpenAPI document against the headers the service really sends', ()
     await send('GET', `${recommends}/{user_id}`, `/posts/${post.id}/recommends/${admin.id}`, 404);
     await send('DELETE', `${recommends}/{user_id}`, `/posts/${post.id}/recommends/${bob.id}`, 200, { token: bob.token });
     await send('DELETE', '/posts/{post_id}', `/posts/${post.id}`, 200, { token: alice.token });
+
+    // CONTRACT §9: blocks and mutes (the same routes), suspensions.
+    for (const [path, target] of [['blocks', 'blocked_id'], ['mutes', 'muted_id']] as const) {
+      const list = `/users/{user_id}/${path}`;
+      const one = `${list}/{${target}}`;
+      await send('POST', list, `/users/${alice.id}/${path}`, 201, { token: alice.token, body: { id: bob.id } });
+      await send('POST', list, `/users/${alice.id}/${path}`, 409, { token: alice.token, body: { id: bob.id } });
+      await send('POST', list, `/users/${alice.id}/${path}`, 400, { token: alice.token, body: { id: alice.id } });
+      await send('POST', list, `/users/${alice.id}/${path}`, 403, { token: bob.token, body: { id: admin.id } });
+      await send('POST', list, `/users/${alice.id}/${path}`, 401, { body: { id: bob.id } });
+      await getTwice(list, `/users/${alice.id}/${path}`, alice.token);
+      await send('GET', list, `/users/${alice.id}/${path}`, 404, { token: bob.token });
+      await getTwice(one, `/users/${alice.id}/${path}/${bob.id}`, alice.token);
+      await send('GET', one, `/users/${alice.id}/${path}/${admin.id}`, 404, { token: alice.token });
+      await send('DELETE', one, `/users/${alice.id}/${path}/${bob.id}`, 200, { token: alice.token });
+      await send('DELETE', one, `/users/${alice.id}/${path}/${bob.id}`, 400, { token: alice.token });
+    }
+    const suspension = '/users/{user_id}/suspension';
+    await send('GET', suspension, `/users/${bob.id}/suspension`, 404, { token: admin.token });
+    await send('PUT', suspension, `/users/${bob.id}/suspension`, 403, { token: alice.token, body: { reason: 'spam' } });
+    await send('PUT', suspension, `/users/${admin.id}/suspension`, 403, { token: admin.token, body: { reason: 'spam' } });
+    await send('PUT', suspension, `/users/${bob.id}/suspension`, 200, { token: admin.token, body: { reason: 'spam' } });
+    await getTwice(suspension, `/users/${bob.id}/suspension`, admin.token);
+    await send('POST', '/tokens', '/tokens', 403, { body: { username: bob.username, password: bob.password } });
+    await send('DELETE', suspension, `/users/${bob.id}/suspension`, 200, { token: admin.token });
+    await send('DELETE', suspension, `/users/${bob.id}/suspension`, 400, { token: admin.token });
+    // The suspension revoked bob's tokens; lifting it does not give them back.
+    bob.token = await signIn(app, bob.username, bob.password);
 
     const board = (await send('POST', '/boards', '/boards', 201, { token: alice.token, body: { title: 'Notice', content: 'Text' } })).json();
     await send('POST', '/boards', '/boards', 400, { token: alice.token, body: {} });
@@ -491,10 +552,14 @@ describe('the OpenAPI document against the headers the service really sends', ()
       });
     }
 
-    // The live streams: GET /posts and GET /users/{user_id}/feed with Accept: text/event-stream.
+    // The live streams: GET /posts, GET /users/{user_id}/feed and GET /users/{user_id}/notifications with Accept: text/event-stream.
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as { port: number };
-    for (const [template, url, token] of [['/posts', '/posts', undefined], ['/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token]] as const) {
+    for (const [template, url, token] of [
+      ['/posts', '/posts', undefined],
+      ['/users/{user_id}/feed', `/users/${bob.id}/feed`, bob.token],
+      ['/users/{user_id}/notifications', `/users/${bob.id}/notifications`, bob.token],
+    ] as const) {
       const stream = await openSse(`http://127.0.0.1:${port}`, url, { token, headers: { origin: ORIGIN } });
       stream.close();
       expect(stream.status, url).toBe(200);

@@ -1,24 +1,25 @@
+import {
+  POST_COLUMNS,
+  SLOT,
+  VIEWER,
+  bindParameters,
+  compileQuery,
+  compiledPredicate,
+  viewerKind,
+  visibleTo,
+  type CompiledText,
+  type Viewer,
+} from '../shared/visibility.js';
 import type { PlainStatement, Store, Tx } from './store.js';
 import type { IdempotencyKeyRow, PostRow, Role } from './types.js';
 
 /**
  * The hottest statements as plain SQL, one text per dialect, run by the store on the driver itself (`Store.query`).
  * Building, compiling and running a Kysely query costs more than SQLite takes to answer a point read, so only a
- * statement that a benchmark shows is worth it belongs here (bench/README.md, "The rebuilt data layer");
- * everything else stays in the builder. The texts select exactly POST_COLUMNS (src/shared/visibility.ts), so rows are alike either way.
+ * statement that a benchmark shows is worth it belongs here (bench/README.md, "Figures behind choices in the code");
+ * everything else stays in the builder. The texts that judge visibility are compiled once per kind of viewer
+ * from the predicates of src/shared/visibility.ts (the one statement of who sees what), never written by hand.
  */
-const POST_COLUMNS_SQL = 'id, owner_id, title, content, visibility, reply_count, recommend_count, created_at, updated_at';
-
-/**
- * `visibleTo` (src/shared/visibility.ts) for a signed-in member, written out over `posts`: the same three
- * alternatives in the same order (a public post; their own; a followers-only post whose owner they follow, the
- * same correlated lookup in `follows`). Both `?` take the member's id. For an admin `visibleTo` is no condition
- * (`1 = 1`), so the statement leaves the predicate out.
- */
-const VISIBLE_TO_MEMBER =
-  "(posts.visibility = 'public' or posts.owner_id = ? or " +
-  "(posts.visibility = 'followers' and exists " +
-  '(select follows.follower_id from follows where follows.followee_id = posts.owner_id and follows.follower_id = ?)))';
 
 /** `text` with its `?` placeholders numbered for PostgreSQL (`$1`, `$2`, …), in order. */
 function numbered(text: string): string {
@@ -26,49 +27,67 @@ function numbered(text: string): string {
   return text.replace(/\?/g, () => `$${++n}`);
 }
 
-const postByIdWhere = (condition: string): PlainStatement => {
-  const sqlite = `select ${POST_COLUMNS_SQL} from posts where posts.id = ?${condition}`;
-  return { sqlite, postgres: numbered(sqlite) };
-};
+const plain = (text: string): PlainStatement => ({ sqlite: text, postgres: numbered(text) });
 
-/** Per kind of reader: anonymous (public posts only), member (VISIBLE_TO_MEMBER), admin (every post). */
-const POST_BY_ID = {
-  anonymous: postByIdWhere(" and posts.visibility = 'public'"),
-  member: postByIdWhere(` and ${VISIBLE_TO_MEMBER}`),
-  admin: postByIdWhere(''),
-};
+/** A compiled text ready to run: both dialects' statements and the parameter template. */
+interface Template {
+  statement: PlainStatement;
+  parameters: readonly unknown[];
+}
+
+const templateOf = ({ text, parameters }: CompiledText): Template => ({ statement: plain(text), parameters });
+
+/** `findVisiblePost` compiled, per kind of viewer (see viewerKind): at most a handful of texts. */
+const postById = new Map<string, Template>();
 
 /**
  * The post with this id if `viewer` may see it: `findVisiblePost` (src/shared/visibility.ts) as plain SQL, for
  * `GET /posts/{id}`, the most frequent read, whether anonymous or signed in. Not for a write's transaction: it
- * reads outside any (the store's read connection on SQLite, the pool on PostgreSQL).
+ * reads outside any (the store's read connection on SQLite, the pool on PostgreSQL). The counters are the stored
+ * ones: the caller applies `withVisibleCounts` (which costs nothing for a viewer in no block).
  */
-export function findReadablePost(store: Store, id: number, viewer: { id: number; role: Role } | undefined): Promise<PostRow | undefined> {
-  if (viewer === undefined) return store.queryOne<PostRow>(POST_BY_ID.anonymous, [id]);
-  if (viewer.role === 'admin') return store.queryOne<PostRow>(POST_BY_ID.admin, [id]);
-  return store.queryOne<PostRow>(POST_BY_ID.member, [id, viewer.id, viewer.id]);
+export function findReadablePost(store: Store, id: number, viewer: Viewer): Promise<PostRow | undefined> {
+  const { key, template } = viewerKind(viewer);
+  let compiled = postById.get(key);
+  if (compiled === undefined) {
+    const admin = template?.role === 'admin';
+    compiled = templateOf(
+      compileQuery((db) => {
+        const query = db.selectFrom('posts').select(POST_COLUMNS).where('posts.id', '=', SLOT);
+        // An admin sees every post: no condition at all (the predicate would be `1 = 1`).
+        return admin ? query : query.where(visibleTo(template));
+      }),
+    );
+    postById.set(key, compiled);
+  }
+  return store.queryOne<PostRow>(compiled.statement, bindParameters(compiled.parameters, viewer?.id, [id]));
 }
 
 const CALLER_BY_TOKEN_HASH_SQL =
-  'select tokens.id as "tokenId", users.id as id, users.role as role from tokens ' +
+  'select tokens.id as "tokenId", users.id as id, users.role as role, users.block_count as blocks, users.mute_count as mutes from tokens ' +
   'inner join users on users.id = tokens.user_id and users.password_version = tokens.password_version ' +
   'where tokens.token_hash = ? and tokens.expires_at > ?';
-const CALLER_BY_TOKEN_HASH: PlainStatement = {
-  sqlite: CALLER_BY_TOKEN_HASH_SQL,
-  postgres: numbered(CALLER_BY_TOKEN_HASH_SQL),
-};
+const CALLER_BY_TOKEN_HASH: PlainStatement = plain(CALLER_BY_TOKEN_HASH_SQL);
+
+/** A signed-in caller: the token, the user, and whether the visibility rule must check their blocks and mutes. */
+export interface TokenCaller {
+  tokenId: number;
+  id: number;
+  role: Role;
+  hasBlocks: boolean;
+  hasMutes: boolean;
+}
 
 /**
  * The caller behind a bearer token's hash, on every signed-in request: the token exists, has not expired (`now`,
  * an ISO timestamp), and was minted with the user's current password version. Only here: the builder has no
- * version of it, so its tests check what it answers (hot-statements.test.ts).
+ * version of it, so its tests check what it answers (hot-statements.test.ts). The user's block and mute counts
+ * come with the row at no cost, and let every read of this request skip checks that cannot match (Viewer).
  */
-export function findCallerByTokenHash(
-  store: Store,
-  tokenHash: string,
-  now: string,
-): Promise<{ tokenId: number; id: number; role: Role } | undefined> {
-  return store.queryOne<{ tokenId: number; id: number; role: Role }>(CALLER_BY_TOKEN_HASH, [tokenHash, now]);
+export async function findCallerByTokenHash(store: Store, tokenHash: string, now: string): Promise<TokenCaller | undefined> {
+  const row = await store.queryOne<{ tokenId: number; id: number; role: Role; blocks: number; mutes: number }>(CALLER_BY_TOKEN_HASH, [tokenHash, now]);
+  if (!row) return undefined;
+  return { tokenId: row.tokenId, id: row.id, role: row.role, hasBlocks: Number(row.blocks) > 0, hasMutes: Number(row.mutes) > 0 };
 }
 
 /** The post columns but `id`, which each branch of the feed page takes from its own table (see feedPageStatement). */
@@ -100,9 +119,10 @@ const POST_FIELDS_SQL =
  *   an ordered join with the LIMIT's value and would re-prepare a statement whose LIMIT is bound.
  * The positional parameters are listed by `feedPageQuery`; PostgreSQL's text numbers the same `?`s in order.
  */
-function feedPageStatement(role: Role, limit: number): PlainStatement {
-  const visible = role === 'admin' ? '' : ` and ${VISIBLE_TO_MEMBER}`;
-  const visibleQueued = role === 'admin' ? '' : ` and ${VISIBLE_TO_MEMBER} is true`;
+function feedPageStatement(predicate: CompiledText | undefined, limit: number): { statement: PlainStatement; parameters: unknown[] } {
+  const visible = predicate ? ` and (${predicate.text})` : '';
+  const visibleQueued = predicate ? ` and (${predicate.text}) is true` : '';
+  const rule = predicate?.parameters ?? [];
   const written =
     `select feed_entries.post_id as id, ${POST_FIELDS_SQL} from feed_entries ` +
     'inner join posts on posts.id = feed_entries.post_id ' +
@@ -117,38 +137,37 @@ function feedPageStatement(role: Role, limit: number): PlainStatement {
   const postgres =
     `(${written} order by feed_entries.post_id desc limit ${limit + 1}) union all ` +
     `(${queued} order by fanout_queue.post_id desc limit ${limit + 1}) ${page}`;
-  return { sqlite: `${written} union all ${queued} ${page}`, postgres: numbered(postgres) };
+  // The values of the `?`s in the order they appear in the text: the owner and the cursor, the rule's own.
+  const parameters = [VIEWER, SLOT, SLOT, ...rule, VIEWER, SLOT, ...rule, VIEWER];
+  return { statement: { sqlite: `${written} union all ${queued} ${page}`, postgres: numbered(postgres) }, parameters };
 }
 
-/** Built once per role and page size: at most two roles times the hundred page sizes the API allows. */
-const feedPageStatements = new Map<string, PlainStatement>();
+/** Built once per kind of owner (see viewerKind) and page size: a few kinds times the hundred page sizes allowed. */
+const feedPageStatements = new Map<string, { statement: PlainStatement; parameters: unknown[] }>();
 
 /**
  * The statement and parameters of a feed page: `limit + 1` posts of `owner`'s home feed with ids below `after`
  * (all of them without), newest first (see feedPageStatement). Exposed so that a test can EXPLAIN it.
  */
 export function feedPageQuery(
-  owner: { id: number; role: Role },
+  owner: NonNullable<Viewer>,
   limit: number,
   after: number | undefined,
-): { statement: PlainStatement; params: number[] } {
-  const key = `${owner.role} ${limit}`;
-  let statement = feedPageStatements.get(key);
-  if (statement === undefined) {
-    statement = feedPageStatement(owner.role, limit);
-    feedPageStatements.set(key, statement);
+): { statement: PlainStatement; params: unknown[] } {
+  const { key, template } = viewerKind(owner);
+  let compiled = feedPageStatements.get(`${key} ${limit}`);
+  if (compiled === undefined) {
+    // The feed is a listing: what the owner may see (listedTo), their mutes included.
+    compiled = feedPageStatement(compiledPredicate(template, { listing: true }), limit);
+    feedPageStatements.set(`${key} ${limit}`, compiled);
   }
   // Without a cursor every id is below the largest safe integer: one text serves the first page and the next ones.
   const below = after ?? Number.MAX_SAFE_INTEGER;
-  const id = owner.id;
-  // The values of the statement's `?`s, in the order they appear in its text.
-  const params =
-    owner.role === 'admin' ? [id, below, below, id, below, id] : [id, below, below, id, id, id, below, id, id, id];
-  return { statement, params };
+  return { statement: compiled.statement, params: bindParameters(compiled.parameters, owner.id, [below, below, below]) };
 }
 
 /** `limit + 1` posts of `owner`'s home feed, newest first, filtered by what the owner may see: see feedPageQuery. */
-export async function readFeedPage(store: Store, owner: { id: number; role: Role }, limit: number, after?: number): Promise<PostRow[]> {
+export async function readFeedPage(store: Store, owner: NonNullable<Viewer>, limit: number, after?: number): Promise<PostRow[]> {
   const { statement, params } = feedPageQuery(owner, limit, after);
   return store.query<PostRow>(statement, params);
 }
@@ -159,7 +178,7 @@ export type KeptAnswerRow = Pick<IdempotencyKeyRow, 'fingerprint' | 'expires_at'
 const KEPT_ANSWER_SQL =
   'select fingerprint, expires_at, status, content_type, location, etag, body from idempotency_keys ' +
   'where caller_id = ? and target = ? and idempotency_key = ?';
-const KEPT_ANSWER: PlainStatement = { sqlite: KEPT_ANSWER_SQL, postgres: numbered(KEPT_ANSWER_SQL) };
+const KEPT_ANSWER: PlainStatement = plain(KEPT_ANSWER_SQL);
 
 /** The row under an Idempotency-Key's scope (caller, method and path, key), on every create that carries a key. */
 export function findKeptAnswer(store: Store, callerId: number, target: string, key: string): Promise<KeptAnswerRow | undefined> {
@@ -178,7 +197,7 @@ const KEEP_ANSWER_SQL =
   'started_at = excluded.started_at, expires_at = excluded.expires_at, status = excluded.status, ' +
   'content_type = excluded.content_type, location = excluded.location, etag = excluded.etag, body = excluded.body ' +
   'where idempotency_keys.expires_at <= excluded.started_at or idempotency_keys.status is null returning id';
-const KEEP_ANSWER: PlainStatement = { sqlite: KEEP_ANSWER_SQL, postgres: numbered(KEEP_ANSWER_SQL) };
+const KEEP_ANSWER: PlainStatement = plain(KEEP_ANSWER_SQL);
 
 /**
  * Keeps the answer of a create sent with an Idempotency-Key, inside `tx` (the create's own transaction): false when

@@ -38,7 +38,7 @@ const STATEMENT_CACHE_SIZE = 500;
  * Page cache per connection, in KiB. better-sqlite3 builds SQLite with 16 MiB, and each connection keeps its own
  * (reader and writer: two copies of what is hot). The pages that every lookup walks (the B-trees' upper levels) fit
  * in far less; the rest comes from the kernel's page cache, which all connections and processes share (measured in
- * bench/README.md, "Memory").
+ * bench/README.md, "Figures behind choices in the code").
  */
 const PAGE_CACHE_KIB = 4096;
 

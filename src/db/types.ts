@@ -19,7 +19,14 @@ export interface Database {
   stream_events: StreamEventsTable;
   stream_position: StreamPositionTable;
   idempotency_keys: IdempotencyKeysTable;
+  notifications: NotificationsTable;
+  notification_markers: NotificationMarkersTable;
+  notification_events: NotificationEventsTable;
+  notification_position: StreamPositionTable;
   reports: ReportsTable;
+  blocks: BlocksTable;
+  mutes: MutesTable;
+  suspensions: SuspensionsTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -43,6 +50,10 @@ export interface UsersTable {
   followers_post_count: Generated<number>;
   /** Bumped by every password change; a token is valid only while it carries the current one. */
   password_version: Generated<number>;
+  /** Blocks the user is in, on either side (CONTRACT §9): zero lets reads skip the block checks. */
+  block_count: Generated<number>;
+  /** Mutes by the user: zero lets listings skip the mute check. */
+  mute_count: Generated<number>;
   created_at: string;
   updated_at: string;
 }
@@ -124,15 +135,20 @@ export interface StreamEventsTable {
   owner_id: number;
   visibility: Visibility;
   previous_visibility: Visibility | null;
-  /** The post's row as written, JSON. */
-  post: string;
+  /** Random, part of the id a client sees (`<id>-<tag>`): an id handed out again after a restore differs by it. */
+  tag: string;
+  /** A post deleted with its owner's account: the owner's followers before (JSON array), on the account's first event. */
+  followers: string | null;
+  /** The account's other events: the id of the event that lists the followers. */
+  followers_in: number | null;
   created_at: string;
 }
 
-/** One row: the last stream event id handed out. */
+/** One row: the last stream event id handed out, and that event's tag. */
 export interface StreamPositionTable {
   id: number;
   last_id: number;
+  tag: string;
 }
 
 /** Running totals kept by triggers (name 'boards': the number of boards), so that no request counts a table. */
@@ -172,6 +188,37 @@ export interface IdempotencyKeysTable {
   body: string | null;
 }
 
+export type NotificationType = 'follow' | 'reply' | 'recommend' | 'mention';
+
+/** Notifications (CONTRACT §10): who is told, who caused it, and the post and reply it is about, if any. */
+export interface NotificationsTable {
+  id: Generated<number>;
+  recipient_id: number;
+  actor_id: number;
+  type: NotificationType;
+  post_id: number | null;
+  reply_id: number | null;
+  created_at: string;
+}
+
+/** A user's notification read marker (no row: 0). */
+export interface NotificationMarkersTable {
+  user_id: number;
+  last_read_id: number;
+}
+
+/** The log notification streams replay, written by triggers on `notifications` (see its migration). */
+export interface NotificationEventsTable {
+  id: number;
+  kind: 'created' | 'deleted';
+  notification_id: number;
+  recipient_id: number;
+  /** Random, sent with the id (`<id>-<tag>`): what tells an id handed out again after a restore from the first. */
+  tag: string;
+  created_at: string;
+}
+
+export type NotificationRow = Selectable<NotificationsTable>;
 export type ReportSubjectType = 'post' | 'reply' | 'user';
 export type ReportReason = 'spam' | 'abuse' | 'illegal' | 'other';
 export type ReportStatus = 'open' | 'resolved' | 'dismissed';
@@ -206,3 +253,28 @@ export type ReplyRow = Selectable<RepliesTable>;
 export type BoardRow = Selectable<BoardsTable>;
 export type IdempotencyKeyRow = Selectable<IdempotencyKeysTable>;
 export type ReportRow = Selectable<ReportsTable>;
+
+/** A block (CONTRACT §9): either of the two stops seeing the other's posts, replies and recommends. */
+export interface BlocksTable {
+  id: Generated<number>;
+  blocker_id: number;
+  blocked_id: number;
+  created_at: string;
+}
+
+/** A mute (CONTRACT §9): the muter's listings leave the muted user's posts and replies out. */
+export interface MutesTable {
+  id: Generated<number>;
+  muter_id: number;
+  muted_id: number;
+  created_at: string;
+}
+
+/** A suspended account (CONTRACT §9): hidden from everyone but admins until the row goes. */
+export interface SuspensionsTable {
+  user_id: number;
+  reason: string;
+  created_at: string;
+  updated_at: string;
+}
+export type SuspensionRow = Selectable<SuspensionsTable>;

@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Role } from '../db/types.js';
 import { AppError } from '../shared/errors.js';
 import { hashToken } from '../shared/tokens.js';
@@ -9,6 +9,9 @@ export interface Caller {
   id: number;
   role: Role;
   tokenId: number;
+  /** Whether the user is in a block (either side) / mutes anyone: see Viewer in shared/visibility.ts. */
+  hasBlocks?: boolean;
+  hasMutes?: boolean;
 }
 
 declare module 'fastify' {
@@ -26,13 +29,25 @@ declare module 'fastify' {
   }
 }
 
+/** A Bearer credential in form (RFC 6750 §2.1: the scheme, then a token68); the token itself may still be unknown. */
 const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-._~+/]+=*)[ \t]*$/i;
-/**
- * Whether an Authorization header is in the Bearer scheme at all. Another scheme (Basic, Digest, …) is no credential
- * of this service's: the request counts as carrying none, so a public read answers as to anyone and a write is 401
- * without an error code (RFC 6750 §3.1: invalid_token is for bearer tokens that fail, not for unsupported schemes).
- */
 const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
+
+/**
+ * The token of a request's Authorization header: undefined without one. A header that is there but is no Bearer
+ * credential in form (another scheme such as `token …` or `Basic …`, nothing at all, `Bearer` without a token) is
+ * a 401 on every route, reads included (CONTRACT §2): a client's mistake never silently turns into an anonymous
+ * request. Another scheme gets the bare challenge (RFC 6750 §3.1: no error code when no bearer credential was
+ * sent); a Bearer header whose token is malformed is an invalid token.
+ */
+export function bearerToken(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  if (header === undefined) return undefined;
+  const token = BEARER.exec(header)?.[1];
+  if (token !== undefined) return token;
+  if (BEARER_SCHEME.test(header)) throw AppError.invalidToken();
+  throw AppError.unauthorized('The Authorization header must be a bearer token: Authorization: Bearer <token>');
+}
 
 /** OpenAPI security requirements. A route that declares `bearer` is authenticated right after its input is validated. */
 export const bearer: Array<Record<string, string[]>> = [{ bearerAuth: [] }];
@@ -58,18 +73,16 @@ export default fp<AuthOptions>(
   async (app, { findCaller }) => {
     app.decorateRequest('callerPromise', null);
 
-    /** The caller behind an Authorization header; 401 unless it is a valid, unexpired bearer token. */
-    async function resolve(header: string): Promise<Caller> {
-      const match = BEARER.exec(header);
-      if (!match?.[1]) throw AppError.invalidToken();
-      const caller = await findCaller(hashToken(match[1]));
+    /** The caller behind a bearer token; 401 unless it is a valid, unexpired one. */
+    async function resolve(token: string): Promise<Caller> {
+      const caller = await findCaller(hashToken(token));
       if (!caller) throw AppError.invalidToken();
       return caller;
     }
 
     const optional = async (request: FastifyRequest): Promise<Caller | undefined> => {
-      const header = request.headers.authorization;
-      return header === undefined || !BEARER_SCHEME.test(header) ? undefined : (request.callerPromise ??= resolve(header));
+      const token = bearerToken(request);
+      return token === undefined ? undefined : (request.callerPromise ??= resolve(token));
     };
     const required = async (request: FastifyRequest) => {
       const caller = await optional(request);
@@ -87,22 +100,32 @@ export default fp<AuthOptions>(
     // - a route where the token is optional (public reads) answers 401 to a token that is invalid, expired or
     //   revoked, whether or not its answer depends on the caller, so a client learns at once that its token is
     //   dead rather than silently seeing less (RFC 6750 §3.1, invalid_token). Without an Authorization header the
-    //   check returns at once. Sign-up and sign-in declare no security: a stale header must not stop a client
-    //   from signing in again.
+    //   check returns at once;
+    // - every other route (sign-up, sign-in, the operational ones, /docs) only checks that an Authorization header,
+    //   when there is one, is a bearer credential in form: another scheme is a 401 everywhere (CONTRACT §2). The
+    //   token itself is not looked up there: a stale token must not stop a client from signing up or in again.
     const authenticate = async (request: FastifyRequest) => {
       await required(request);
     };
     const checkOptional = async (request: FastifyRequest) => {
       await optional(request);
     };
-    app.addHook('onRoute', (route) => {
-      const security = route.schema?.security;
-      if (!security || security.length === 0) return;
-      if (security.every((requirement) => 'bearerAuth' in requirement)) {
-        route.preHandler = [authenticate, ...[route.preHandler ?? []].flat()];
-      } else if (security.some((requirement) => 'bearerAuth' in requirement)) {
-        route.preHandler = [checkOptional, ...[route.preHandler ?? []].flat()];
+    const checkForm = (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
+      try {
+        bearerToken(request);
+        done();
+      } catch (error) {
+        done(error as Error);
       }
+    };
+    app.addHook('onRoute', (route) => {
+      const security = route.schema?.security ?? [];
+      const check = security.length > 0 && security.every((requirement) => 'bearerAuth' in requirement)
+        ? authenticate
+        : security.some((requirement) => 'bearerAuth' in requirement)
+          ? checkOptional
+          : checkForm;
+      route.preHandler = [check, ...[route.preHandler ?? []].flat()];
     });
   },
   { name: 'auth' },

@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../shared/errors.js';
 import { readCaching } from './conditional.js';
 import { normalize } from './errors/normalize.js';
 import { sendError } from './errors/reply.js';
@@ -54,8 +55,12 @@ export default fp<{ arriving: ArrivingBodies }>(
       // Every answer to a GET says how to cache it (CONTRACT §6.1), a refusal before the conditional hook (a 429) too.
       if ((request.method === 'GET' || request.method === 'HEAD') && !reply.hasHeader('cache-control')) readCaching(request, reply);
       const n = normalize(error instanceof Error ? error : new Error(String(error)));
-      if (n.status >= 500) request.log.error({ err: error }, 'request failed');
+      // A failure (an unexpected error, the database unavailable) is logged at error with the error, its stack and
+      // cause. An answer the service chose (an AppError: a client's mistake, or a 503 by which it protects itself,
+      // such as STREAM_MAX reached) is no failure of the service: one line without a stack, at warn for a 5xx.
       // The detail, not the field list: it is bounded (see normalize), so the line stays small whatever the body.
+      if (n.status >= 500 && !(error instanceof AppError)) request.log.error({ err: error }, 'request failed');
+      else if (n.status >= 500) request.log.warn({ status: n.status, detail: n.detail }, 'request refused');
       else request.log.info({ status: n.status, detail: n.detail, fields: n.errors?.length }, 'request rejected');
       return sendError(request, reply, n);
     });

@@ -1,5 +1,6 @@
+import net, { type AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, InjectOptions } from 'fastify';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../app.js';
 import type { Config } from '../config.js';
@@ -187,3 +188,76 @@ describe('DELETE with a body', () => {
     expect((await app.inject({ method: 'GET', url })).statusCode).toBe(200);
   });
 });
+
+/** CONTRACT §5: every answer carries `X-Content-Type-Options: nosniff`, whatever answers it. */
+describe('X-Content-Type-Options: nosniff on every answer', () => {
+  it('in-process: successes, errors, 404, 405, 304, 429, preflights, a stream, /docs, /metrics, router errors', async () => {
+    const app = await buildTestApp({ rateLimit: { enabled: true, max: 100, authMax: 2, windowMs: 60_000 } });
+    const user = await signUp(app, { username: 'sniff', password: 'sniff password 1' });
+    const post = await publish(app, user, 'a post');
+    const etag = (await app.inject({ method: 'GET', url: `/posts/${post.id}` })).headers.etag as string;
+    const cases: Array<[string, InjectOptions, number]> = [
+      ['a read', { method: 'GET', url: `/posts/${post.id}` }, 200],
+      ['a HEAD', { method: 'HEAD', url: '/users' }, 200],
+      ['a create', { method: 'POST', url: `/users/${user.id}/posts`, headers: { authorization: `Bearer ${user.token}` }, payload: { title: 't', content: 'c' } }, 201],
+      ['a 304', { method: 'GET', url: `/posts/${post.id}`, headers: { 'if-none-match': etag } }, 304],
+      ['a 400', { method: 'GET', url: '/posts?limit=0' }, 400],
+      ['a 400 under /boards', { method: 'GET', url: '/boards?start=-1' }, 400],
+      ['a 401', { method: 'POST', url: `/users/${user.id}/posts`, payload: { title: 't', content: 'c' } }, 401],
+      ['a 404', { method: 'GET', url: '/nowhere' }, 404],
+      ['a 404 of a resource', { method: 'GET', url: '/posts/999999' }, 404],
+      ['a 405', { method: 'PATCH', url: '/users' }, 405],
+      ['a plain OPTIONS', { method: 'OPTIONS', url: '/users' }, 405],
+      ['a preflight', { method: 'OPTIONS', url: '/users', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } }, 204],
+      ['a 415', { method: 'POST', url: `/users/${user.id}/posts`, headers: { 'content-type': 'text/plain' }, payload: 'x' }, 415],
+      ['a router error', { method: 'GET', url: '/users/%zz' }, 400],
+      ['a stream opened with HEAD', { method: 'HEAD', url: '/posts', headers: { accept: 'text/event-stream' } }, 200],
+      ['/docs', { method: 'GET', url: '/docs' }, 200],
+      ['a /docs asset', { method: 'GET', url: '/docs/static/swagger-ui.css' }, 200],
+      ['/openapi.json', { method: 'GET', url: '/openapi.json' }, 200],
+      ['/metrics', { method: 'GET', url: '/metrics' }, 200],
+      ['/health', { method: 'GET', url: '/health' }, 200],
+    ];
+    for (const [what, request, status] of cases) {
+      const res = await app.inject(request);
+      expect(res.statusCode, what).toBe(status);
+      expect(res.headers['x-content-type-options'], what).toBe('nosniff');
+    }
+    // The auth policy's quota (2) is spent by the sign-up and sign-in above: a 429.
+    const limited = await app.inject({ method: 'POST', url: '/tokens', payload: { username: 'sniff', password: 'sniff password 1' } });
+    expect(limited.statusCode).toBe(429);
+    expect(limited.headers['x-content-type-options']).toBe('nosniff');
+  });
+
+  it('over a socket: a live stream, and the answers written straight to the socket (broken HTTP, an unknown method, CONNECT)', async () => {
+    const app = await buildTestApp();
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    // The stream's head, read from the socket; closing the connection ends the stream.
+    const stream = await rawExchange(port, 'GET /posts HTTP/1.1\r\nHost: a\r\nAccept: text/event-stream\r\n\r\n', '\r\n\r\n');
+    expect(stream).toMatch(/^HTTP\/1\.1 200 /);
+    expect(stream).toMatch(/\r\ncontent-type: text\/event-stream/i);
+    expect(stream).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
+    for (const head of ['GET /users HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n', 'FOO /users HTTP/1.1\r\nHost: a\r\n\r\n', 'CONNECT example.com:443 HTTP/1.1\r\nHost: a\r\n\r\n']) {
+      const answer = await rawExchange(port, head);
+      expect(answer, head).toMatch(/^HTTP\/1\.1 40[05] /);
+      expect(answer, head).toMatch(/\r\nX-Content-Type-Options: nosniff\r\n/i);
+    }
+  });
+});
+
+/** Sends raw bytes on a new connection and reads until the server closes it, or until `until` has arrived. */
+function rawExchange(port: number, bytes: string, until?: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(bytes));
+    let received = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      received += chunk;
+      if (until !== undefined && received.includes(until)) socket.destroy();
+    });
+    socket.on('error', reject);
+    socket.on('close', () => resolve(received));
+    socket.setTimeout(5000, () => socket.destroy());
+  });
+}

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../shared/errors.js';
-import { earlyAnswerHeaders, hasBody } from './errors/framework.js';
+import { earlyAnswerHeaders, hasBody, NOSNIFF } from './errors/framework.js';
 import { sendError } from './errors/reply.js';
 
 /** The querystring of a route that defines none: no parameter at all is allowed. */
@@ -10,6 +10,8 @@ const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false }
 /**
  * Requests the HTTP layer refuses before any route runs, and the query rule of CONTRACT §1.
  *
+ * - Every answer carries `X-Content-Type-Options: nosniff` (CONTRACT §5): a browser takes each body as the type it
+ *   is sent with, never as a script or a page it guessed from the bytes (a post's text that looks like HTML).
  * - A query parameter that the operation does not define is a 400 naming it, as an unknown body field is, on
  *   every route: a route without a querystring schema gets an empty, closed one, and a route's own querystring
  *   schema is closed (`additionalProperties: false`) if it was not. This runs before the error handler's onRoute
@@ -35,6 +37,10 @@ export default fp(
     });
 
     app.addHook('onRequest', (request, reply, done) => {
+      // The first hook of every request: whatever answers it from here on (a route, an error, a 404, a stream, a
+      // 304, a /docs asset) carries the field. Answers given before any hook have it from earlyAnswerHeaders and
+      // writeRawError (errors/).
+      reply.header('x-content-type-options', NOSNIFF);
       const problem = malformedTarget(request);
       // No route takes this method on this path: 404 or 405 at once, before any body is read. Fastify would
       // otherwise parse one first for its not-found handler, and a method it reads bodies for (QUERY) without a

@@ -1,15 +1,20 @@
 import { Writable } from 'node:stream';
+import net, { type AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import type { Config } from '../config.js';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../app.js';
 import { testConfig } from '../../test/helpers/build-test-app.js';
 import { freshDatabase } from '../../test/helpers/database.js';
+import { DatabaseUnavailableError } from '../db/errors.js';
+import { AppError } from '../shared/errors.js';
+import { signUp } from '../../test/helpers/factories.js';
 import { createLogger, loggerOptions } from './logging.js';
 
 type Line = Record<string, unknown>;
 
 /** The production app logging at `level` into an array, with two extra routes that misbehave on purpose. */
-async function appLoggingAt(level: string): Promise<{ app: FastifyInstance; lines: Line[] }> {
+async function appLoggingAt(level: string, overrides: Partial<Config> = {}): Promise<{ app: FastifyInstance; lines: Line[] }> {
   const lines: Line[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -18,7 +23,7 @@ async function appLoggingAt(level: string): Promise<{ app: FastifyInstance; line
     },
   });
   const { store, drop } = await freshDatabase();
-  const app = await buildApp(testConfig(), { store, logger: createLogger(loggerOptions({ logLevel: level }), stream) });
+  const app = await buildApp(testConfig(overrides), { store, logger: createLogger(loggerOptions({ logLevel: level }), stream) });
   app.get('/test/boom', () => {
     throw new Error('boom');
   });
@@ -26,6 +31,12 @@ async function appLoggingAt(level: string): Promise<{ app: FastifyInstance; line
     void reply.send({ first: true });
     void reply.send({ second: true });
     return reply;
+  });
+  app.get('/test/refuse', () => {
+    throw new AppError(503, 'Too many open event streams on this server; retry later', undefined, { 'retry-after': '5' });
+  });
+  app.get('/test/unavailable', () => {
+    throw new DatabaseUnavailableError('could not connect to PostgreSQL', { cause: new Error('connect ECONNREFUSED 127.0.0.1:5432') });
   });
   app.get('/test/child', (request) => {
     request.log.child({ step: 'lookup' }).warn('slow step');
@@ -75,6 +86,50 @@ describe('request logging', () => {
     const failed = await app.inject({ method: 'GET', url: '/test/boom', headers: { 'x-request-id': 'log-test-2' } });
     expect(failed.statusCode).toBe(500);
     expect(lines).toEqual([expect.objectContaining({ level: 50, reqId: 'log-test-2', msg: 'request failed', err: expect.objectContaining({ message: 'boom' }) })]);
+  });
+
+  it('a 503 the service chooses (STREAM_MAX reached) is one warning without a stack; the database unavailable stays an error with its cause', async () => {
+    const { app, lines } = await appLoggingAt('warn');
+    const refused = await app.inject({ method: 'GET', url: '/test/refuse', headers: { 'x-request-id': 'log-test-6' } });
+    expect(refused.statusCode).toBe(503);
+    expect(refused.headers['retry-after']).toBe('5');
+    expect(lines).toEqual([
+      { level: 40, time: expect.any(Number), pid: expect.any(Number), hostname: expect.any(String), reqId: 'log-test-6', status: 503, detail: 'Too many open event streams on this server; retry later', msg: 'request refused' },
+    ]);
+    lines.length = 0;
+
+    const failed = await app.inject({ method: 'GET', url: '/test/unavailable', headers: { 'x-request-id': 'log-test-7' } });
+    expect(failed.statusCode).toBe(503);
+    expect(lines).toEqual([expect.objectContaining({ level: 50, reqId: 'log-test-7', msg: 'request failed' })]);
+    // pino's serializer folds the cause into the message and the stack.
+    const err = lines[0]?.err as { message?: string; stack?: string };
+    expect(err.message).toBe('could not connect to PostgreSQL: connect ECONNREFUSED 127.0.0.1:5432');
+    expect(err.stack).toMatch(/^DatabaseUnavailableError: could not connect to PostgreSQL\n\s+at [^]*caused by: Error: connect ECONNREFUSED/);
+  });
+
+  it('a stream refused at STREAM_MAX: 503 with Retry-After, logged as one warning without a stack', async () => {
+    const { app, lines } = await appLoggingAt('warn', { streamMax: 1 });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    // One stream open (a signed-in one: anonymous streams may not take the whole of STREAM_MAX) holds the only place.
+    const user = await signUp(app);
+    const socket = net.connect(port, '127.0.0.1');
+    onTestFinished(() => void socket.destroy());
+    await new Promise<void>((resolve) => {
+      socket.on('data', (chunk: Buffer) => {
+        if (chunk.toString('latin1').startsWith('HTTP/1.1 200')) resolve();
+      });
+      socket.write(`GET /users/${user.id}/feed HTTP/1.1\r\nHost: a\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${user.token}\r\n\r\n`);
+    });
+    lines.length = 0;
+    const refused = await fetch(`http://127.0.0.1:${port}/users/${user.id}/feed`, {
+      headers: { accept: 'text/event-stream', authorization: `Bearer ${user.token}`, 'x-request-id': 'log-test-8' },
+    });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+    await refused.body?.cancel();
+    expect(lines).toEqual([expect.objectContaining({ level: 40, reqId: 'log-test-8', status: 503, msg: 'request refused' })]);
+    expect(lines[0]).not.toHaveProperty('err');
   });
 
   it("Fastify's own warnings about a request go through its logger, with the request id", async () => {

@@ -34,3 +34,41 @@ describe('stream metrics of a fresh process', () => {
     expect(text).toMatch(/^corkboard_stream_subscribers_dropped_total\{reason="revoked"\} 0$/m);
   });
 });
+
+describe('METRICS_TOKEN', () => {
+  const METRICS_TOKEN = 'metrics-3f9c0a1b2c3d4e5f';
+
+  it('unset: /metrics is open to anyone', async () => {
+    const app = await buildTestApp();
+    const res = await call(app, 'GET', '/metrics');
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toMatch(/^corkboard_process_cpu_user_seconds_total /m);
+  });
+
+  it('set: /metrics needs it as the bearer token; no token, a wrong one, a user\'s token or another scheme is 401 with a Bearer challenge', async () => {
+    const app = await buildTestApp({ metricsToken: METRICS_TOKEN });
+    const user = await signUp(app);
+    const refusals: Array<[string, Record<string, string>, string]> = [
+      ['no token', {}, 'Bearer realm="corkboard"'],
+      ['a wrong token', { authorization: 'Bearer metrics-0000000000000000' }, 'Bearer realm="corkboard", error="invalid_token"'],
+      ['a prefix of it', { authorization: `Bearer ${METRICS_TOKEN.slice(0, -1)}` }, 'Bearer realm="corkboard", error="invalid_token"'],
+      ["a user's token", { authorization: `Bearer ${user.token}` }, 'Bearer realm="corkboard", error="invalid_token"'],
+      ['another scheme', { authorization: `token ${METRICS_TOKEN}` }, 'Bearer realm="corkboard"'],
+      ['Basic', { authorization: `Basic ${Buffer.from(`x:${METRICS_TOKEN}`).toString('base64')}` }, 'Bearer realm="corkboard"'],
+    ];
+    for (const [what, headers, challenge] of refusals) {
+      for (const method of ['GET', 'HEAD'] as const) {
+        const res = await call(app, method, '/metrics', { headers });
+        expect(res.statusCode, `${method} ${what}`).toBe(401);
+        expect(res.headers['www-authenticate'], `${method} ${what}`).toBe(challenge);
+        expect(res.body, `${method} ${what}`).not.toMatch(/corkboard_/);
+      }
+    }
+    const ok = await call(app, 'GET', '/metrics', { token: METRICS_TOKEN });
+    expect(ok.statusCode).toBe(200);
+    expect(ok.headers['content-type']).toMatch(/^text\/plain/);
+    expect(ok.body).toMatch(/^corkboard_http_request_duration_seconds_count\{method="GET",route="\/metrics",status_code="401"\} 6$/m);
+    // The metrics token is no API credential: the API answers it as any unknown token.
+    expect((await call(app, 'GET', '/posts', { token: METRICS_TOKEN })).statusCode).toBe(401);
+  });
+});

@@ -1,5 +1,9 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import fp from 'fastify-plugin';
+import type { FastifyRequest } from 'fastify';
 import { Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AppError } from '../shared/errors.js';
+import { bearerToken } from './auth.js';
 import type { AccessLog } from './logging.js';
 
 declare module 'fastify' {
@@ -39,3 +43,20 @@ export default fp<MetricsOptions>(
   },
   { name: 'metrics' },
 );
+
+const digest = (text: string) => createHash('sha256').update(text).digest();
+
+/**
+ * Who may read GET /metrics: anyone, or with METRICS_TOKEN set only a request carrying it as its bearer token (401
+ * with a Bearer challenge otherwise; an API user's token is no substitute). Compared in constant time, over
+ * digests so that neither the content nor the length of the expected token shows in the time taken.
+ */
+export function metricsAccess(metricsToken: string | undefined): ((request: FastifyRequest) => Promise<void>) | undefined {
+  if (metricsToken === undefined) return undefined;
+  const expected = digest(metricsToken);
+  return async (request) => {
+    const token = bearerToken(request);
+    if (token === undefined) throw AppError.unauthorized('The metrics need a bearer token: Authorization: Bearer <METRICS_TOKEN>');
+    if (!timingSafeEqual(digest(token), expected)) throw AppError.invalidToken();
+  };
+}

@@ -130,7 +130,8 @@ function operation(op: JsonObject, method: string, path: string): void {
   // Public operations say `security: []` (CONTRACT §5), also the reads where a token is optional (the route's own
   // `[{}, bearer]`, which the auth plugin enforces). That the token changes what the caller sees, and is checked
   // when sent, is said in words; the 401 it can bring is among the responses.
-  if (Array.isArray(op.security) && op.security.some((r) => isObject(r) && Object.keys(r).length === 0)) {
+  // (/metrics names its own optional scheme, METRICS_TOKEN, and keeps its requirements as they are.)
+  if (Array.isArray(op.security) && traits.bearer && op.security.some((r) => isObject(r) && Object.keys(r).length === 0)) {
     op.security = [];
     op.description = [op.description, OPTIONAL_TOKEN].filter((text) => typeof text === 'string' && text !== '').join('\n\n');
   }

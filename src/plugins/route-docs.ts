@@ -34,7 +34,7 @@ export interface RouteTraits {
 
 /** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
 const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}', '/reports/{}']);
-const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards', '/reports']);
+const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards', '/reports', '/users/{}/blocks', '/users/{}/mutes']);
 /** Operational routes that do not touch the database (/health does). */
 const WITHOUT_DATABASE = new Set(['/metrics', '/openapi.json']);
 
@@ -67,6 +67,11 @@ export const RESPONSE_HEADERS = {
   'X-Request-Id': {
     type: 'string',
     description: 'The request id: a sane incoming X-Request-Id echoed, else one generated. Also in the log line.',
+  },
+  'X-Content-Type-Options': {
+    type: 'string',
+    enum: ['nosniff'],
+    description: 'On every answer: a browser takes the body as its Content-Type says, never as a type it guessed',
   },
   Location: { type: 'string', format: 'uri', description: 'Absolute URL of the created resource' },
   Link: { type: 'string', description: 'RFC 8288 `<url>; rel="next"` while more items follow' },
@@ -150,7 +155,13 @@ function documentRoute(route: RouteOptions): void {
     if (schema.body || schema.params || schema.querystring || t.conditionalGet || t.conditionalWrite || t.idempotentCreate) {
       add(400, 'Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors`');
     }
-    if (t.bearer) add(401, 'The bearer token is missing, invalid, expired or revoked (see WWW-Authenticate)');
+    // Every route answers an Authorization header that is no bearer credential (another scheme) 401 (auth.ts).
+    add(
+      401,
+      t.bearer
+        ? 'The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate)'
+        : 'The Authorization header is not a bearer credential (`Bearer <token>`); without one no token is needed (see WWW-Authenticate)',
+    );
     if (t.idempotentCreate) {
       const running = 'a request with this Idempotency-Key is still running (retry after Retry-After)';
       const own = response[409];
@@ -182,6 +193,7 @@ function documentRoute(route: RouteOptions): void {
       const headers: Record<string, unknown> = { ...headerMap(entry.headers) };
       const declare = (name: ResponseHeader) => (headers[name] ??= RESPONSE_HEADERS[name]);
       declare('X-Request-Id');
+      declare('X-Content-Type-Options');
       declare('Vary');
       declare('Access-Control-Allow-Origin');
       declare('Access-Control-Expose-Headers');

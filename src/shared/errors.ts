@@ -14,6 +14,8 @@ export class AppError extends Error {
     message: string,
     readonly errors?: FieldError[],
     readonly headers?: Record<string, string>,
+    /** A problem type URI (PROBLEM_TYPES in problems.ts) when a client must tell this refusal from others. */
+    readonly type?: string,
   ) {
     super(message);
     this.name = 'AppError';
@@ -33,8 +35,8 @@ export class AppError extends Error {
     });
   }
 
-  static forbidden(message = 'You may not do this'): AppError {
-    return new AppError(403, message);
+  static forbidden(message = 'You may not do this', type?: string): AppError {
+    return new AppError(403, message, undefined, undefined, type);
   }
 
   static notFound(what: string): AppError {

@@ -1,9 +1,24 @@
-import { sql, type AliasedExpression, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
-import type { Database, PostRow, Role } from '../db/types.js';
+import {
+  DummyDriver,
+  Kysely,
+  SqliteAdapter,
+  SqliteIntrospector,
+  SqliteQueryCompiler,
+  sql,
+  type AliasedExpression,
+  type Expression,
+  type ExpressionBuilder,
+  type SqlBool,
+} from 'kysely';
+import type { Database, PostRow, Role, Visibility } from '../db/types.js';
 import { AppError } from './errors.js';
 
-/** Who is looking: a signed-in user (id and role), or undefined for an anonymous caller. */
-export type Viewer = { id: number; role: Role } | undefined;
+/**
+ * Who is looking: a signed-in user, or undefined for an anonymous caller. `hasBlocks` / `hasMutes` false say the
+ * caller lookup found the user in no block (either side) / muting nobody, so the read skips those checks (the
+ * cheap path most callers take); left out, they are checked. A viewer built without them is never shown too much.
+ */
+export type Viewer = { id: number; role: Role; hasBlocks?: boolean; hasMutes?: boolean } | undefined;
 
 /** Every column of a post: the representation needs all of them. */
 export const POST_COLUMNS = [
@@ -18,50 +33,181 @@ export const POST_COLUMNS = [
   'posts.updated_at',
 ] as const;
 
-/** True when the viewer follows the current post's owner (a lookup correlated to the row, not "follows anyone"). */
-const followsOwner = (eb: ExpressionBuilder<Database, 'posts'>, viewerId: number) =>
-  eb.exists(
-    eb.selectFrom('follows').select('follows.follower_id').whereRef('follows.followee_id', '=', 'posts.owner_id').where('follows.follower_id', '=', viewerId),
-  );
+/*
+ * WHO SEES WHAT (CONTRACT §3 and §9), stated once. Everything below renders these rules for one consumer: a Kysely
+ * predicate for queries (`visibleTo`, `listedTo`, `replyShownTo`, `recommenderShownTo`, `userShownTo`), SQL text
+ * compiled from those same predicates for the hot plain statements (`compiledPredicate`), an in-memory predicate
+ * for stream events (`seesPost`), and the counters (`visiblePostCount`, `withVisibleCounts`). The table test
+ * (visibility.test.ts) holds every consumer to one expectation table.
+ *
+ * 1. A post: `public` everyone; `followers` the owner, the owner's followers and admins; `private` the owner and
+ *    admins.
+ * 2. Content (posts, replies, recommends) of a suspended account is shown to admins only; so are its profile and
+ *    its entries in user lists.
+ * 3. While a block stands between the viewer and an author, either way, neither sees the other's posts, replies or
+ *    recommends. Admins see everything regardless.
+ * 4. Listings (GET /posts, feeds, replies lists, streams, search) leave out posts and replies of users the viewer
+ *    mutes. Reads by id, a user's own posts listing, recommends lists and counters are not filtered by mutes.
+ * 5. Counters count only what the viewer may see: postCount by rules 1 and 3; replyCount and recommendCount less
+ *    the replies and recommends of the viewer's blocked parties (those of suspended accounts are already taken out
+ *    of the stored counters while the suspension stands: see suspensions.service.ts).
+ * 6. Notifications (CONTRACT §10): a recipient hears of no actor whose account is suspended or with whom a block
+ *    stands, either way (notifications from before the block included), whoever reads them (an admin reading a
+ *    user's notifications sees what that user may). On top of that, none is made from a user the recipient mutes
+ *    (notifications.service.ts), and none about a post the recipient may not see (rule 1 to 3, read and write).
+ */
 
-/** True when the viewer follows the current user row. */
-const followsUser = (eb: ExpressionBuilder<Database, 'users'>, viewerId: number) =>
-  eb.exists(
-    eb.selectFrom('follows').select('follows.follower_id').whereRef('follows.followee_id', '=', 'users.id').where('follows.follower_id', '=', viewerId),
-  );
+type AnyBuilder = ExpressionBuilder<Database, keyof Database>;
+/** A column naming the user who wrote something (or the user a row stands for). */
+export type UserRef =
+  | 'posts.owner_id'
+  | 'replies.author_id'
+  | 'recommends.user_id'
+  | 'users.id'
+  | 'follows.followee_id'
+  | 'follows.follower_id'
+  | 'notifications.actor_id';
+
+const TRUE = sql<SqlBool>`1 = 1`;
+
+const notSuspended = (eb: AnyBuilder, user: UserRef) =>
+  eb.not(eb.exists(eb.selectFrom('suspensions').select('suspensions.user_id').whereRef('suspensions.user_id', '=', sql.ref(user))));
+
+/** A block between the viewer and `user`, either way: each side one probe of an index (blocks_pair, blocks_target). */
+const blocked = (eb: AnyBuilder, viewerId: number, user: UserRef) =>
+  eb.or([
+    eb.exists(eb.selectFrom('blocks').select('blocks.id').where('blocks.blocker_id', '=', viewerId).whereRef('blocks.blocked_id', '=', sql.ref(user))),
+    eb.exists(eb.selectFrom('blocks').select('blocks.id').where('blocks.blocked_id', '=', viewerId).whereRef('blocks.blocker_id', '=', sql.ref(user))),
+  ]);
+
+const notBlocked = (eb: AnyBuilder, viewerId: number, user: UserRef) =>
+  eb.and([
+    eb.not(eb.exists(eb.selectFrom('blocks').select('blocks.id').where('blocks.blocker_id', '=', viewerId).whereRef('blocks.blocked_id', '=', sql.ref(user)))),
+    eb.not(eb.exists(eb.selectFrom('blocks').select('blocks.id').where('blocks.blocked_id', '=', viewerId).whereRef('blocks.blocker_id', '=', sql.ref(user)))),
+  ]);
+
+const notMuted = (eb: AnyBuilder, viewerId: number, user: UserRef) =>
+  eb.not(eb.exists(eb.selectFrom('mutes').select('mutes.id').where('mutes.muter_id', '=', viewerId).whereRef('mutes.muted_id', '=', sql.ref(user))));
 
 /**
- * Who sees a post (CONTRACT §3): `public` everyone; `followers` the owner, the owner's followers and admins;
- * `private` the owner and admins. This predicate is the only statement of that rule: every query that returns
- * posts, or anything hanging off a post (replies, recommends), filters through it, so a post the caller may not
- * see is missing everywhere (a 404, never a 403). The one query that cannot use it, the feed page (plain SQL in
- * src/db/hot-statements.ts), writes it out as text, and a test there holds that text to this predicate.
+ * Rules 2–4 for content whose author is `user`: whether the viewer may be shown it. `listing` adds the viewer's
+ * mutes (rule 4). A signed-in viewer whose lookup found no blocks (no mutes) skips that check.
  */
-export function visibleTo(viewer: Viewer) {
+function authorShown(eb: AnyBuilder, viewer: Viewer, user: UserRef, listing: boolean): Expression<SqlBool> {
+  const conditions: Expression<SqlBool>[] = [];
+  if (viewer?.role !== 'admin') conditions.push(notSuspended(eb, user));
+  if (viewer && viewer.role !== 'admin' && viewer.hasBlocks !== false) conditions.push(notBlocked(eb, viewer.id, user));
+  if (viewer && listing && viewer.hasMutes !== false) conditions.push(notMuted(eb, viewer.id, user));
+  if (conditions.length === 0) return TRUE;
+  return conditions.length === 1 ? conditions[0]! : eb.and(conditions);
+}
+
+/** Rule 1 over `posts`, correlated to the row's owner (a follow of that owner, not "follows anyone"). */
+function postRule(eb: ExpressionBuilder<Database, 'posts'>, viewer: Viewer): Expression<SqlBool> | undefined {
+  if (!viewer) return eb('posts.visibility', '=', 'public');
+  if (viewer.role === 'admin') return undefined;
+  return eb.or([
+    eb('posts.visibility', '=', 'public'),
+    eb('posts.owner_id', '=', viewer.id),
+    eb.and([
+      eb('posts.visibility', '=', 'followers'),
+      eb.exists(
+        eb.selectFrom('follows').select('follows.follower_id').whereRef('follows.followee_id', '=', 'posts.owner_id').where('follows.follower_id', '=', viewer.id),
+      ),
+    ]),
+  ]);
+}
+
+function postPredicate(viewer: Viewer, listing: boolean) {
   return (eb: ExpressionBuilder<Database, 'posts'>): Expression<SqlBool> => {
-    if (!viewer) return eb('posts.visibility', '=', 'public');
-    if (viewer.role === 'admin') return sql<SqlBool>`1 = 1`;
-    return eb.or([
-      eb('posts.visibility', '=', 'public'),
-      eb('posts.owner_id', '=', viewer.id),
-      eb.and([eb('posts.visibility', '=', 'followers'), followsOwner(eb, viewer.id)]),
-    ]);
+    const rule = postRule(eb, viewer);
+    const author = authorShown(eb as unknown as AnyBuilder, viewer, 'posts.owner_id', listing);
+    if (!rule) return author;
+    return author === TRUE ? rule : eb.and([rule, author]);
   };
 }
 
 /**
- * A user's `postCount` as `viewer` may see it (CONTRACT §3): the posts `visibleTo` lets them see, from the
- * per-visibility counters on the user's row, so a counter never reveals that hidden posts exist.
+ * The posts `viewer` may see (rules 1–3): every query that returns posts, or anything hanging off a post (replies,
+ * recommends), filters through it, so a post the caller may not see is missing everywhere (a 404, never a 403).
+ */
+export function visibleTo(viewer: Viewer) {
+  return postPredicate(viewer, false);
+}
+
+/** `visibleTo` plus the viewer's mutes (rule 4): for GET /posts, feeds, streams and search. */
+export function listedTo(viewer: Viewer) {
+  return postPredicate(viewer, true);
+}
+
+/**
+ * Mutes alone (rule 4) over any author column, for a listing that already applies `visibleTo` (search: add
+ * `.where(notMutedBy(viewer, 'posts.owner_id'))`). No condition for an anonymous viewer or one who mutes nobody.
+ */
+export function notMutedBy(viewer: Viewer, user: UserRef = 'posts.owner_id') {
+  return (eb: AnyBuilder): Expression<SqlBool> => (viewer && viewer.hasMutes !== false ? notMuted(eb, viewer.id, user) : TRUE);
+}
+
+/** The replies `viewer` may see on a post they may see (rules 2–3; `listing` adds rule 4). */
+export function replyShownTo(viewer: Viewer, { listing }: { listing: boolean }) {
+  return (eb: ExpressionBuilder<Database, 'replies'>): Expression<SqlBool> => authorShown(eb as unknown as AnyBuilder, viewer, 'replies.author_id', listing);
+}
+
+/** The recommends `viewer` may see on a post they may see (rules 2–3; recommends lists ignore mutes). */
+export function recommenderShownTo(viewer: Viewer) {
+  return (eb: ExpressionBuilder<Database, 'recommends'>): Expression<SqlBool> => authorShown(eb as unknown as AnyBuilder, viewer, 'recommends.user_id', false);
+}
+
+/** Profiles and entries in user lists (rule 2; blocks leave profiles readable). */
+export function userShownTo(viewer: Viewer) {
+  return accountShownTo(viewer, 'users.id');
+}
+
+/** Rule 2 over any column naming a user: whether that account exists for `viewer`. */
+export function accountShownTo(viewer: Viewer, user: UserRef) {
+  return (eb: AnyBuilder): Expression<SqlBool> => (viewer?.role === 'admin' ? TRUE : notSuspended(eb, user));
+}
+
+/** Rule 6 over a notification's actor, for its recipient. */
+export function actorHeardBy(recipientId: number) {
+  return (eb: AnyBuilder): Expression<SqlBool> =>
+    eb.and([notSuspended(eb, 'notifications.actor_id'), notBlocked(eb, recipientId, 'notifications.actor_id')]);
+}
+
+/** What a stream needs to know about one viewer and a post's owner to judge an event in memory. */
+export interface Relations {
+  /** The viewer follows the owner. */
+  follows: boolean;
+  /** A block stands between the two, either way. */
+  blocked: boolean;
+  /** The viewer mutes the owner. */
+  mutes: boolean;
+  /** The owner's account is suspended. */
+  ownerSuspended: boolean;
+}
+
+/** Rules 1–4 for one post in memory, as `visibleTo` (`listedTo` with `listing`) judges it in a query. */
+export function seesPost(viewer: Viewer, post: { ownerId: number; visibility: Visibility }, rel: Relations, listing: boolean): boolean {
+  if (viewer && listing && rel.mutes) return false;
+  if (viewer?.role === 'admin') return true;
+  if (rel.ownerSuspended) return false;
+  if (!viewer) return post.visibility === 'public';
+  if (rel.blocked) return false;
+  return post.visibility === 'public' || post.ownerId === viewer.id || (post.visibility === 'followers' && rel.follows);
+}
+
+/**
+ * A user's `postCount` as `viewer` may see it (rules 1 and 3), from the per-visibility counters on the user's row, so
+ * a counter never reveals that hidden posts exist: none across a block.
  */
 export function visiblePostCount(viewer: Viewer) {
   return (eb: ExpressionBuilder<Database, 'users'>): AliasedExpression<number, 'post_count'> => {
     if (!viewer) return eb.ref('users.public_post_count').as('post_count');
     if (viewer.role === 'admin') return eb.ref('users.post_count').as('post_count');
-    return eb
-      .case()
-      .when('users.id', '=', viewer.id)
-      .then(eb.ref('users.post_count'))
-      .when(followsUser(eb, viewer.id))
+    let count = eb.case().when('users.id', '=', viewer.id).then(eb.ref('users.post_count'));
+    if (viewer.hasBlocks !== false) count = count.when(blocked(eb as unknown as AnyBuilder, viewer.id, 'users.id')).then(sql.lit(0));
+    return count
+      .when(eb.exists(eb.selectFrom('follows').select('follows.follower_id').whereRef('follows.followee_id', '=', 'users.id').where('follows.follower_id', '=', viewer.id)))
       .then(eb(eb.ref('users.public_post_count'), '+', eb.ref('users.followers_post_count')))
       .else(eb.ref('users.public_post_count'))
       .end()
@@ -69,9 +215,56 @@ export function visiblePostCount(viewer: Viewer) {
   };
 }
 
-/** The post if it exists and `viewer` may see it. */
-export function findVisiblePost(db: Kysely<Database>, id: number, viewer: Viewer): Promise<PostRow | undefined> {
-  return db.selectFrom('posts').select(POST_COLUMNS).where('posts.id', '=', id).where(visibleTo(viewer)).executeTakeFirst();
+/**
+ * Whether a viewer's counters may differ from the stored ones (rule 5): a member who is in a block. The hottest read
+ * asks this first and skips `withVisibleCounts` (an await) for everyone else.
+ */
+export const countsDiffer = (viewer: Viewer): viewer is NonNullable<Viewer> => !!viewer && viewer.role !== 'admin' && viewer.hasBlocks !== false;
+
+/**
+ * Rule 5 for posts already read: each post's `reply_count` and `recommend_count` less the replies and recommends of
+ * the users on the other side of the viewer's blocks. Rows come back untouched (and no query runs) for anyone
+ * who is in no block, which is nearly everyone; otherwise one read for the whole page.
+ */
+export async function withVisibleCounts<Row extends PostRow>(db: Kysely<Database>, viewer: Viewer, rows: Row[]): Promise<Row[]> {
+  if (!countsDiffer(viewer) || rows.length === 0) return rows;
+  const ids = rows.map((row) => row.id);
+  const parties = (eb: AnyBuilder) =>
+    eb
+      .selectFrom('blocks')
+      .select('blocks.blocked_id as user_id')
+      .where('blocks.blocker_id', '=', viewer.id)
+      .unionAll(eb.selectFrom('blocks').select('blocks.blocker_id as user_id').where('blocks.blocked_id', '=', viewer.id));
+  const hiddenReplies = await db
+    .selectFrom('replies')
+    .select(['replies.post_id', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('replies.post_id', 'in', ids)
+    .where((eb) => eb('replies.author_id', 'in', parties(eb as unknown as AnyBuilder)))
+    .where((eb) => notSuspended(eb as unknown as AnyBuilder, 'replies.author_id'))
+    .groupBy('replies.post_id')
+    .execute();
+  const hiddenRecommends = await db
+    .selectFrom('recommends')
+    .select(['recommends.post_id', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('recommends.post_id', 'in', ids)
+    .where((eb) => eb('recommends.user_id', 'in', parties(eb as unknown as AnyBuilder)))
+    .where((eb) => notSuspended(eb as unknown as AnyBuilder, 'recommends.user_id'))
+    .groupBy('recommends.post_id')
+    .execute();
+  if (hiddenReplies.length === 0 && hiddenRecommends.length === 0) return rows;
+  const replies = new Map(hiddenReplies.map((row) => [Number(row.post_id), Number(row.n)]));
+  const recommends = new Map(hiddenRecommends.map((row) => [Number(row.post_id), Number(row.n)]));
+  return rows.map((row) => ({
+    ...row,
+    reply_count: row.reply_count - (replies.get(row.id) ?? 0),
+    recommend_count: row.recommend_count - (recommends.get(row.id) ?? 0),
+  }));
+}
+
+/** The post if it exists and `viewer` may see it, with the counters they may see. */
+export async function findVisiblePost(db: Kysely<Database>, id: number, viewer: Viewer): Promise<PostRow | undefined> {
+  const row = await db.selectFrom('posts').select(POST_COLUMNS).where('posts.id', '=', id).where(visibleTo(viewer)).executeTakeFirst();
+  return row && (await withVisibleCounts(db, viewer, [row]))[0];
 }
 
 /**
@@ -87,6 +280,66 @@ export async function requireVisiblePost(
   const post = await findVisiblePost(db, id, viewer);
   if (!post) throw missing();
   return post;
+}
+
+/**
+ * For plain SQL (src/db/hot-statements.ts): a query built with the predicates above for a kind of viewer,
+ * compiled once to text. The viewer's id is compiled as a marker value and bound again on each run, so the text
+ * depends only on the viewer's kind (anonymous, admin, member with or without blocks and mutes), never on who.
+ */
+export interface CompiledText {
+  /** SQLite's text (`?` placeholders); PostgreSQL's numbers the same placeholders in order. */
+  text: string;
+  /** The parameters in order; `VIEWER` and `SLOT` markers are filled at run time. */
+  parameters: readonly unknown[];
+}
+
+/** The viewer id compiled into a template. */
+export const VIEWER = -7_340_033;
+/** A value a statement binds on each run (a post id, a cursor). */
+export const SLOT = -7_340_037;
+
+/** Compiles SQLite text without a connection (PostgreSQL's text is the same with numbered placeholders). */
+const compiler = new Kysely<Database>({
+  dialect: {
+    createAdapter: () => new SqliteAdapter(),
+    createDriver: () => new DummyDriver(),
+    createIntrospector: (db) => new SqliteIntrospector(db),
+    createQueryCompiler: () => new SqliteQueryCompiler(),
+  },
+});
+
+/** The template of a viewer's kind: the marker id, and whether blocks and mutes are checked. */
+export function viewerKind(viewer: Viewer): { key: string; template: Viewer } {
+  if (!viewer) return { key: 'anonymous', template: undefined };
+  const hasBlocks = viewer.role !== 'admin' && viewer.hasBlocks !== false;
+  const hasMutes = viewer.hasMutes !== false;
+  return { key: `${viewer.role}:${hasBlocks ? 'b' : ''}${hasMutes ? 'm' : ''}`, template: { id: VIEWER, role: viewer.role, hasBlocks, hasMutes } };
+}
+
+/** A whole query compiled from the builder (see CompiledText). */
+export function compileQuery(build: (db: Kysely<Database>) => { compile(): { sql: string; parameters: readonly unknown[] } }): CompiledText {
+  const { sql: text, parameters } = build(compiler).compile();
+  return { text, parameters };
+}
+
+/**
+ * `visibleTo` (`listedTo` with `listing`) for a viewer's kind as a condition over `posts`, compiled from the same
+ * predicate; undefined when it is no condition (an admin reading by id).
+ */
+export function compiledPredicate(template: Viewer, { listing }: { listing: boolean }): CompiledText | undefined {
+  const predicate = listing ? listedTo(template) : visibleTo(template);
+  const { text, parameters } = compileQuery((db) => db.selectFrom('posts').select('posts.id').where(predicate));
+  const head = 'select "posts"."id" from "posts" where ';
+  if (!text.startsWith(head)) throw new Error(`unexpected compiled predicate: ${text}`);
+  const condition = text.slice(head.length);
+  return condition === '1 = 1' ? undefined : { text: condition, parameters };
+}
+
+/** The parameters of a compiled text for one run: the viewer's id and the run's own values in place of the markers. */
+export function bindParameters(parameters: readonly unknown[], viewerId: number | undefined, slots: readonly unknown[] = []): unknown[] {
+  let slot = 0;
+  return parameters.map((value) => (value === VIEWER ? viewerId : value === SLOT ? slots[slot++] : value));
 }
 
 /** Every column of a user that reads return, but `post_count`, which depends on the viewer (`visiblePostCount`). */

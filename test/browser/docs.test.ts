@@ -1,13 +1,15 @@
 import type { Locator, Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { browserTestsRun, useServerAndBrowser } from '../helpers/browser.js';
+import { browserTestsRun, OTHER_HOSTNAME, useServerAndBrowser } from '../helpers/browser.js';
 import { E2E_PUBLIC_URL } from '../helpers/server-process.js';
 
 /**
  * GET /docs in a real browser (Debian's headless Chromium driven by playwright-core, which never downloads a
  * browser of its own): a person opens Swagger UI, signs up, signs in, authorizes with the token, creates a post
- * and lists posts, all through "Try it out". Run from both loopback names, because the page's CSP lets it call
- * only the origin it was loaded from: an absolute `servers` URL would work from one name at most.
+ * and lists posts, all through "Try it out". Run from both loopback names and from another name (a LAN host's or a
+ * proxy's, mapped to 127.0.0.1 inside the browser), because the page's CSP lets it call only the origin it was
+ * loaded from (an absolute `servers` URL would work from one name at most), and because over plain http a browser
+ * treats only loopback names as secure (a CSP with `upgrade-insecure-requests` left the page blank elsewhere).
  */
 
 // Bounded waits: Swagger UI's bundle is large and the machine is shared, but nothing here should take long.
@@ -45,23 +47,24 @@ async function tryItOut(
 
 const text = async (locator: Locator) => (await locator.innerText({ timeout: STEP_MS })).trim();
 
-/** "Authorize": the bearer token into the bearerAuth scheme, then close the dialog. */
+/** "Authorize": the bearer token into the bearerAuth scheme (the dialog also offers /metrics' metricsToken), then close the dialog. */
 async function authorize(page: Page, token: string): Promise<void> {
   await page.locator('.auth-wrapper button.authorize').click();
   const dialog = page.locator('.dialog-ux .modal-ux');
   await dialog.waitFor({ timeout: STEP_MS });
-  await dialog.locator('input').first().fill(token);
-  await dialog.locator('.auth-btn-wrapper button.authorize').click();
-  // Authorized: the dialog now offers "Logout" for the scheme.
-  await dialog.locator('.auth-btn-wrapper button', { hasText: 'Logout' }).waitFor({ timeout: STEP_MS });
-  await dialog.locator('button.btn-done').click();
+  const scheme = dialog.locator('.auth-container', { has: page.locator('h4', { hasText: /^bearerAuth/ }) });
+  await scheme.locator('input').first().fill(token);
+  await scheme.locator('.auth-btn-wrapper button.authorize').click();
+  // Authorized: the scheme now offers "Logout".
+  await scheme.locator('.auth-btn-wrapper button', { hasText: 'Logout' }).waitFor({ timeout: STEP_MS });
+  await scheme.locator('button.btn-done').click();
   await dialog.waitFor({ state: 'detached', timeout: STEP_MS });
 }
 
 describe.runIf(browserTestsRun('test/browser/docs.test.ts'))('/docs in a browser: "Try it out" end to end', () => {
   const run = useServerAndBrowser();
 
-  it.each(['localhost', '127.0.0.1'])(
+  it.each(['localhost', '127.0.0.1', OTHER_HOSTNAME])(
     'from http://%s:PORT/docs: sign up, sign in, authorize, create a post, list posts',
     async (host) => {
       const origin = `http://${host}:${run.server.port}`;
@@ -70,8 +73,17 @@ describe.runIf(browserTestsRun('test/browser/docs.test.ts'))('/docs in a browser
       const page = await context.newPage();
       const blocked: string[] = [];
       page.on('requestfailed', (request) => blocked.push(`${request.url()}: ${request.failure()?.errorText ?? ''}`));
+      // A CSP violation (an asset, a style, a call the policy refuses) is reported on the console.
+      page.on('console', (message) => {
+        if (message.type() === 'error') blocked.push(`console: ${message.text()}`);
+      });
       try {
-        await page.goto(`${origin}/docs`, { timeout: 30_000 });
+        const docs = await page.goto(`${origin}/docs`, { timeout: 30_000 });
+        // Strict, and nothing in it sends the browser elsewhere (no upgrade to https, no other origin).
+        const csp = (await docs?.allHeaders())?.['content-security-policy'] ?? '';
+        expect(csp).toMatch(/(^|; )default-src 'self'(;|$)/);
+        expect(csp).toMatch(/(^|; )object-src 'none'(;|$)/);
+        expect(csp).not.toMatch(/upgrade-insecure-requests|https:|unsafe-inline|unsafe-eval/);
         await page.locator('#operations-users-createUser').waitFor({ timeout: 30_000 });
 
         const username = `docs_${host.replace(/\W/g, '_')}`;

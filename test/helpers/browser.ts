@@ -8,6 +8,8 @@ import { e2eDatabase, killLeftovers, startServer, type E2eDatabase, type ServerP
  * points elsewhere (another install, or a missing path to try the failure).
  */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+/** Resolved to 127.0.0.1 by the browser alone (no DNS, no /etc/hosts). */
+export const OTHER_HOSTNAME = 'corkboard.test';
 const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
@@ -17,6 +19,9 @@ const CHROMIUM_ARGS = [
   '--disable-quic',
   '--no-first-run',
   '--disable-sync',
+  // A name that is neither localhost nor an address, as a LAN host or a proxy's name is (the docs test opens /docs
+  // through it): Chromium treats only loopback names as secure over plain http.
+  `--host-resolver-rules=MAP ${OTHER_HOSTNAME} 127.0.0.1`,
 ];
 export const chromiumInstalled = fs.existsSync(CHROMIUM);
 const MISSING = `Chromium is not installed at ${CHROMIUM}: run \`apt-get install -y chromium\` (.ci/run does it)`;

@@ -7,7 +7,10 @@ import * as visibleCounts from './20261125T0100_visible_post_counts_and_password
 import * as idempotencyKeys from './20261125T0200_idempotency_keys.js';
 import * as streamEvents from './20261125T0200_stream_events.js';
 import * as tokensByUser from './20261127T0900_tokens_by_user.js';
+import * as streamEventTags from './20261127T1000_stream_event_tags.js';
+import * as safety from './20261127T1100_safety.js';
 import * as reports from './20261127T1200_reports.js';
+import * as notifications from './20261127T1400_notifications.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -22,5 +25,8 @@ export const migrations: Record<string, Migration> = {
   '20261125T0200_idempotency_keys': idempotencyKeys,
   '20261125T0200_stream_events': streamEvents,
   '20261127T0900_tokens_by_user': tokensByUser,
+  '20261127T1000_stream_event_tags': streamEventTags,
+  '20261127T1100_safety': safety,
   '20261127T1200_reports': reports,
+  '20261127T1400_notifications': notifications,
 };

@@ -56,7 +56,7 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  * its own transaction, alternating with batches of the small posts queued behind them, so an ordinary post waits
  * for one chunk, not the whole fan-out. Read-time merging alone (never writing entries for such owners) was the
  * alternative: it would make every follower's feed read probe the big owners' posts on each page forever, while
- * chunking costs the same rows as before and keeps a feed read a range scan (bench/README.md, "A celebrity posts").
+ * chunking costs the same rows as before and keeps a feed read a range scan (bench/README.md, "Figures behind choices in the code").
  *
  * Correctness against concurrent follows and unfollows is the same as if fan-out ran inside the create: the
  * owners' user rows are locked (in ascending id order) before the entries are written, and following or

@@ -7,6 +7,9 @@ import type { PageOptions } from '../posts/posts.repository.js';
 export interface FeedOwner {
   id: number;
   role: Role;
+  /** As on Viewer: false lets the feed skip checks that cannot match; left out, they are made. */
+  hasBlocks?: boolean;
+  hasMutes?: boolean;
 }
 
 /**

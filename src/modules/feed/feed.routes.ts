@@ -6,6 +6,7 @@ import { keysetPage } from '../../shared/pagination.js';
 import { PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { problems } from '../../shared/problems.js';
 import { toPost } from '../../shared/representations.js';
+import { withVisibleCounts } from '../../shared/visibility.js';
 import { PostSchema } from '../posts/posts.schemas.js';
 import { checkLastEventId, negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
@@ -53,7 +54,7 @@ const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
       if (negotiateStream(request, reply)) return openStream(app, request, reply, { kind: 'feed', viewer: owner, caller });
       const rows = await keysetPage(request, reply, `feed|${userId}`, request.query, (page) => feed.page(owner, page));
-      return rows.map((r) => toPost(r, app.links));
+      return (await withVisibleCounts(app.db, owner, rows)).map((r) => toPost(r, app.links));
     },
   );
 };

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { USER_COLUMNS, accountShownTo, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 /**
  * The follow graph. `follows` is keyed (followee_id, follower_id), which serves "followers of X" in follower id
@@ -17,6 +17,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
         .innerJoin('users', 'users.id', 'follows.follower_id')
         .select(USER_COLUMNS).select(visiblePostCount(viewer))
         .where('follows.followee_id', '=', followeeId)
+        .where(userShownTo(viewer))
         .orderBy('follows.follower_id', 'asc')
         .limit(pageLimit(options.limit));
       if (options.after !== undefined) query = query.where('follows.follower_id', '>', options.after);
@@ -30,6 +31,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
         .innerJoin('users', 'users.id', 'follows.followee_id')
         .select(USER_COLUMNS).select(visiblePostCount(viewer))
         .where('follows.follower_id', '=', followerId)
+        .where(userShownTo(viewer))
         .orderBy('follows.followee_id', 'asc')
         .limit(pageLimit(options.limit));
       if (options.after !== undefined) query = query.where('follows.followee_id', '>', options.after);
@@ -44,6 +46,9 @@ export function createFollowersRepository(db: Kysely<Database>) {
         .select(USER_COLUMNS).select(visiblePostCount(viewer))
         .where('follows.followee_id', '=', followeeId)
         .where('follows.follower_id', '=', followerId)
+        .where(userShownTo(viewer))
+        // Either user suspended: the relation is missing to all but admins.
+        .where(accountShownTo(viewer, 'follows.followee_id'))
         .executeTakeFirst();
     },
 
@@ -72,11 +77,19 @@ export function createFollowersRepository(db: Kysely<Database>) {
       return result.numDeletedRows > 0n;
     },
 
-    /** Moves both counters of one relation by `delta` (atomic `col = col ± 1`; the caller has locked both rows). */
-    async adjustCounts(followeeId: number, followerId: number, delta: 1 | -1): Promise<void> {
+    /**
+     * Moves both counters of one relation by `delta` (atomic `col = col ± 1`; the caller has locked both rows). A
+     * suspended account's relations are out of the other side's counter while the suspension stands (see
+     * suspensions.service.ts), so that side's counter stays.
+     */
+    async adjustCounts(followeeId: number, followerId: number, delta: 1 | -1, suspended: ReadonlySet<number> = new Set()): Promise<void> {
       const op = delta > 0 ? '+' : '-';
-      await db.updateTable('users').set((eb) => ({ follower_count: eb('follower_count', op, 1) })).where('id', '=', followeeId).execute();
-      await db.updateTable('users').set((eb) => ({ following_count: eb('following_count', op, 1) })).where('id', '=', followerId).execute();
+      if (!suspended.has(followerId)) {
+        await db.updateTable('users').set((eb) => ({ follower_count: eb('follower_count', op, 1) })).where('id', '=', followeeId).execute();
+      }
+      if (!suspended.has(followeeId)) {
+        await db.updateTable('users').set((eb) => ({ following_count: eb('following_count', op, 1) })).where('id', '=', followerId).execute();
+      }
     },
 
     /**

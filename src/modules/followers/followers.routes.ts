@@ -7,6 +7,7 @@ import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { problems } from '../../shared/problems.js';
 import { toUser } from '../../shared/representations.js';
+import type { Viewer } from '../../shared/visibility.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema, UserSchema } from '../users/users.schemas.js';
 import { createFollowersRepository } from './followers.repository.js';
@@ -18,9 +19,12 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
   const follows = createFollowersRepository(app.db);
 
-  /** 404 unless the user exists (asked only when a page came back empty, so a full page costs one query). */
-  async function mustExist(id: number): Promise<void> {
-    if (!(await users.exists(id))) throw AppError.notFound('user');
+  /**
+   * 404 unless the user exists for the caller (a suspended account does not, but to admins). Asked only when a page
+   * came back empty, so a full page costs one query; a suspended user's lists are empty to all but admins.
+   */
+  async function mustExist(id: number, caller: Viewer): Promise<void> {
+    if (!(await users.exists(id, caller))) throw AppError.notFound('user');
   }
 
   app.get(
@@ -44,7 +48,8 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.optional(request);
       const id = toId(request.params.user_id);
       const rows = await keysetPage(request, reply, `followers|${id}`, request.query, (page) => follows.listFollowers(id, caller, page));
-      if (rows.length === 0) await mustExist(id);
+      if (rows.length > 0 && !(await users.exists(id, caller))) throw AppError.notFound('user');
+      if (rows.length === 0) await mustExist(id, caller);
       return rows.map((r) => toUser(r, app.links));
     },
   );
@@ -71,7 +76,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           },
           400: problems[400]('Malformed request, following oneself, or an `id` that names no user'),
           401: problems[401],
-          403: problems[403],
+          403: problems.forbidden('Not the follower nor an admin; or a block stands between the two users (problem type ending in /blocked)'),
           404: problems[404]('user'),
           409: problems[409]('Already following'),
         },
@@ -81,12 +86,12 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const followeeId = toId(request.params.user_id);
       const followerId = request.body.id;
-      if (!(await users.exists(followeeId))) throw AppError.notFound('user');
+      if (!(await users.exists(followeeId, caller))) throw AppError.notFound('user');
       if (caller.id !== followerId && caller.role !== 'admin') {
         throw AppError.forbidden('Only the follower themself or an admin may register a follower');
       }
       if (followerId === followeeId) throw AppError.badRequest('id', 'must not be the followed user: a user cannot follow themself');
-      if (followerId !== caller.id && !(await users.exists(followerId))) throw AppError.badRequest('id', 'names no user');
+      if (followerId !== caller.id && !(await users.exists(followerId, caller))) throw AppError.badRequest('id', 'names no user');
       const answer = createdAnswer(request, reply);
       await follow(app.store, followeeId, followerId, caller, (tx, follower) =>
         answer.keep(tx, app.links.url(`/users/${followeeId}/followers/${followerId}`), toUser(follower, app.links)),
@@ -174,7 +179,8 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.optional(request);
       const id = toId(request.params.user_id);
       const rows = await keysetPage(request, reply, `following|${id}`, request.query, (page) => follows.listFollowing(id, caller, page));
-      if (rows.length === 0) await mustExist(id);
+      if (rows.length > 0 && !(await users.exists(id, caller))) throw AppError.notFound('user');
+      if (rows.length === 0) await mustExist(id, caller);
       return rows.map((r) => toUser(r, app.links));
     },
   );

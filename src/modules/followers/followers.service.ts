@@ -1,7 +1,11 @@
 import type { Store, Tx } from '../../db/store.js';
 import { constraintKind } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
+import { PROBLEM_TYPES } from '../../shared/problems.js';
 import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { notifyFollow, unnotifyFollow } from '../notifications/notifications.service.js';
+import { blockBetween } from '../blocks/blocks.repository.js';
+import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { createFollowersRepository } from './followers.repository.js';
 
 /**
@@ -10,10 +14,11 @@ import { createFollowersRepository } from './followers.repository.js';
  *
  * Both users' rows are locked first, in ascending id order (A follows B while B follows A cannot deadlock), so the
  * followee's row is held while its posts are read: a post created concurrently is either seen here or, once this
- * commits, sees the relation. The primary key is the arbiter of duplicates: of two identical requests racing, one
- * inserts and the other gets the unique violation (409) and changes nothing. A user deleted meanwhile surfaces as
- * a missing row or a foreign key violation (404). `withinTransaction` runs last inside the transaction (an
- * idempotent create keeps its answer there).
+ * commits, sees the relation. A block between the two, either way, is a 403 (CONTRACT §9); the block's own
+ * transaction locks the same two rows, so a follow and a block never cross. The primary key is the arbiter of
+ * duplicates: of two identical requests racing, one inserts and the other gets the unique violation (409) and
+ * changes nothing. A user deleted meanwhile surfaces as a missing row or a foreign key violation (404).
+ * `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
  */
 export async function follow(
   store: Store,
@@ -25,10 +30,14 @@ export async function follow(
   try {
     return await store.transaction(async (tx) => {
       if ((await tx.lockRows('users', [followeeId, followerId])).length < 2) throw AppError.notFound('user');
+      if (await blockBetween(tx.db, followeeId, followerId)) {
+        throw AppError.forbidden('A block stands between these two users: neither may follow the other', PROBLEM_TYPES.blocked);
+      }
       const follows = createFollowersRepository(tx.db);
       await follows.insert(followeeId, followerId, new Date().toISOString());
-      await follows.adjustCounts(followeeId, followerId, 1);
+      await follows.adjustCounts(followeeId, followerId, 1, await suspendedAmong(tx.db, [followeeId, followerId]));
       await follows.addPostsToFeed(followeeId, followerId);
+      await notifyFollow(tx, followerId, followeeId); // notifications (CONTRACT §10)
       const follower = await tx.db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
       await withinTransaction?.(tx, follower);
       return follower;
@@ -53,10 +62,19 @@ export async function follow(
 export async function unfollow(store: Store, followeeId: number, followerId: number): Promise<boolean> {
   return store.transaction(async (tx) => {
     await tx.lockRows('users', [followeeId, followerId]);
-    const follows = createFollowersRepository(tx.db);
-    if (!(await follows.remove(followeeId, followerId))) return false;
-    await follows.adjustCounts(followeeId, followerId, -1);
-    await follows.removePostsFromFeed(followeeId, followerId);
-    return true;
+    return removeFollow(tx, followeeId, followerId);
   });
+}
+
+/**
+ * Removes one follow relation inside `tx` (both users' rows already locked): the row, both counters, the feed
+ * entries. False when there was none. Shared by unfollowing and blocking (which removes the follows both ways).
+ */
+export async function removeFollow(tx: Tx, followeeId: number, followerId: number): Promise<boolean> {
+  const follows = createFollowersRepository(tx.db);
+  if (!(await follows.remove(followeeId, followerId))) return false;
+  await follows.adjustCounts(followeeId, followerId, -1, await suspendedAmong(tx.db, [followeeId, followerId]));
+  await follows.removePostsFromFeed(followeeId, followerId);
+  await unnotifyFollow(tx, followerId, followeeId); // notifications (CONTRACT §10)
+  return true;
 }

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database, PostRow, Visibility } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { POST_COLUMNS, visibleTo, type Viewer } from '../../shared/visibility.js';
+import { POST_COLUMNS, listedTo, visibleTo, type Viewer } from '../../shared/visibility.js';
 
 export interface PageOptions {
   limit: number;
@@ -30,12 +30,13 @@ export function createPostsRepository(db: Kysely<Database>) {
    */
   function listQuery(viewer: Viewer, { limit, after }: PageOptions) {
     let query = db.selectFrom('posts').select(POST_COLUMNS);
-    query = viewer ? query.where((eb) => eb(eb.parens(visibleTo(viewer)(eb)), 'is', sql.lit(true))) : query.where(visibleTo(viewer));
+    // A listing: what the viewer may see (listedTo), less the posts of users they mute.
+    query = viewer ? query.where((eb) => eb(eb.parens(listedTo(viewer)(eb)), 'is', sql.lit(true))) : query.where(listedTo(viewer));
     if (after !== undefined) query = query.where('posts.id', '<', after);
     return query.orderBy('posts.id', 'desc').limit(pageLimit(limit));
   }
 
-  /** GET /users/{id}/posts: one owner's posts over the `(owner_id, id)` index. */
+  /** GET /users/{id}/posts: one owner's posts over the `(owner_id, id)` index (mutes do not apply: CONTRACT §9). */
   function listByOwnerQuery(ownerId: number, viewer: Viewer, { limit, after }: PageOptions) {
     let query = db.selectFrom('posts').select(POST_COLUMNS).where('posts.owner_id', '=', ownerId).where(visibleTo(viewer));
     if (after !== undefined) query = query.where('posts.id', '<', after);

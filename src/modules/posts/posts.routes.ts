@@ -10,7 +10,7 @@ import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
 import { toPost } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, checkBodyId, toId } from '../../shared/schemas.js';
-import { findVisiblePost, requireVisiblePost, type Viewer } from '../../shared/visibility.js';
+import { countsDiffer, findVisiblePost, requireVisiblePost, withVisibleCounts, type Viewer } from '../../shared/visibility.js';
 import { checkLastEventId, negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
@@ -26,7 +26,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const users = createUsersRepository(app.db);
   // A post reads the same to every caller who may see it, so its ETag is its version rather than a hash of its
   // bytes (shared/conditional.ts): GET /posts/{id} is the most frequent request, and the hash was among its larger
-  // costs (bench/README.md, "The read path again").
+  // costs (bench/README.md, "Figures behind choices in the code").
   const postTags = versionTags(JSON.stringify(PostSchema) + app.config.publicUrl);
   const postTag = (post: Post) => postTags(post.id, post.updatedAt, post.replyCount, post.recommendCount);
   /** If-Match against the post as GET /posts/{id} shows it to this caller (CONTRACT §6.1). */
@@ -59,7 +59,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.optional(request);
       if (negotiateStream(request, reply)) return openStream(app, request, reply, { kind: 'posts', viewer: caller, caller });
       const rows = await keysetPage(request, reply, 'posts', request.query, (page) => posts.list(caller, page));
-      return rows.map((r) => toPost(r, app.links));
+      return (await withVisibleCounts(app.db, caller, rows)).map((r) => toPost(r, app.links));
     },
   );
 
@@ -80,8 +80,10 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.optional(request);
       const id = toId(request.params.post_id);
       // The most frequent read: plain SQL (db/hot-statements.ts), the same rule as findVisiblePost.
-      const row = await findReadablePost(app.store, id, caller);
+      let row = await findReadablePost(app.store, id, caller);
       if (!row) throw AppError.notFound('post');
+      // The counters this caller may see: the stored ones, unless the caller is in a block.
+      if (countsDiffer(caller)) row = (await withVisibleCounts(app.db, caller, [row]))[0]!;
       const post = toPost(row, app.links);
       reply.header('etag', postTag(post));
       return post;
@@ -118,9 +120,10 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const current = await requireVisiblePost(app.db, id, caller);
       if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may replace a post');
       const input = { title: body.title, content: body.content, visibility: body.visibility };
-      const row = await replacePost(app.store, app.postChanges, current, input, { ifMatch: postPrecondition(request, id, caller) });
-      if (!row) throw AppError.notFound('post');
-      const post = toPost(row, app.links);
+      const replaced = await replacePost(app.store, app.postChanges, current, input, { ifMatch: postPrecondition(request, id, caller) });
+      if (!replaced) throw AppError.notFound('post');
+      const [row] = await withVisibleCounts(app.db, caller, [replaced]);
+      const post = toPost(row!, app.links);
       reply.header('etag', postTag(post));
       return post;
     },
@@ -182,8 +185,8 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const scope = `user-posts|${ownerId}`;
       const rows = await keysetPage(request, reply, scope, request.query, (page) => posts.listByOwner(ownerId, caller, page));
       // A page with posts proves the user exists; only an empty one needs the second query.
-      if (rows.length === 0 && !(await users.exists(ownerId))) throw AppError.notFound('user');
-      return rows.map((r) => toPost(r, app.links));
+      if (rows.length === 0 && !(await users.exists(ownerId, caller))) throw AppError.notFound('user');
+      return (await withVisibleCounts(app.db, caller, rows)).map((r) => toPost(r, app.links));
     },
   );
 
@@ -213,7 +216,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const ownerId = toId(request.params.user_id);
       if (caller.id !== ownerId) {
-        if (!(await users.exists(ownerId))) throw AppError.notFound('user');
+        if (!(await users.exists(ownerId, caller))) throw AppError.notFound('user');
         throw AppError.forbidden('Only the user may publish posts as themself');
       }
       const answer = createdAnswer(request, reply);

@@ -2,6 +2,7 @@ import type { Store, Tx } from '../../db/store.js';
 import type { PostRow, Visibility } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import type { PostChanges } from '../../shared/post-changes.js';
+import { postWritten } from '../notifications/notifications.service.js';
 import { createPostsRepository } from './posts.repository.js';
 
 /**
@@ -25,6 +26,7 @@ export async function createPost(
     // author's concurrent posts then carry createdAt in the order of their ids, on PostgreSQL as on SQLite.
     const createdAt = new Date().toISOString();
     const post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
+    await postWritten(tx, post, true); // notifications of its mentions (CONTRACT §10), before the stream event
     await changes.record(tx, { kind: 'created', post });
     await withinTransaction?.(tx, post);
     return post;
@@ -57,6 +59,7 @@ export async function replacePost(
       await posts.countPost(post.owner_id, previous.visibility, -1);
       await posts.countPost(post.owner_id, post.visibility, 1);
     }
+    await postWritten(tx, post, false); // notifications of its mentions (CONTRACT §10), before the stream event
     await changes.record(tx, { kind: 'updated', post, previous });
     return post;
   });

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { USER_COLUMNS, recommenderShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 /** Recommend rows (post, user). Pass a transaction instead of `db` to use it inside one. */
 export function createRecommendsRepository(db: Kysely<Database>) {
@@ -10,7 +10,9 @@ export function createRecommendsRepository(db: Kysely<Database>) {
       .selectFrom('recommends')
       .innerJoin('users', 'users.id', 'recommends.user_id')
       .select(USER_COLUMNS).select(visiblePostCount(viewer))
-      .where('recommends.post_id', '=', postId);
+      .where('recommends.post_id', '=', postId)
+      // Recommenders `viewer` may see: neither suspended nor across a block (shared/visibility.ts).
+      .where(recommenderShownTo(viewer));
 
   return {
     /** The user, if they recommended the post. */

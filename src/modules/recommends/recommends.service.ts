@@ -1,6 +1,8 @@
 import { constraintKind } from '../../db/errors.js';
 import type { Store, Tx } from '../../db/store.js';
 import type { PublicUserRow, Viewer } from '../../shared/visibility.js';
+import { notifyRecommend, unnotifyRecommend } from '../notifications/notifications.service.js';
+import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { createRecommendsRepository } from './recommends.repository.js';
 
 export type CreateRecommendResult =
@@ -25,10 +27,13 @@ export async function createRecommend(
   try {
     return await store.transaction(async (tx) => {
       const recommends = createRecommendsRepository(tx.db);
+      // Suspended while this request was on its way: the account is gone for everyone but admins.
+      if ((await suspendedAmong(tx.db, [userId])).size > 0) return { outcome: 'gone' };
       await recommends.insert({ post_id: postId, user_id: userId, created_at: new Date().toISOString() });
       await recommends.addToRecommendCount(postId, 1);
       const user = await recommends.findRecommender(postId, userId, viewer);
       if (!user) throw new Error('a recommend just inserted is not readable in its own transaction');
+      await notifyRecommend(tx, userId, postId); // notifications (CONTRACT §10)
       await withinTransaction?.(tx, user);
       return { outcome: 'created', user };
     });
@@ -45,10 +50,12 @@ export async function createRecommend(
  * delete won), in which case the counter is left alone.
  */
 export async function deleteRecommend(store: Store, postId: number, userId: number): Promise<boolean> {
-  return store.transaction(async ({ db }) => {
-    const recommends = createRecommendsRepository(db);
+  return store.transaction(async (tx) => {
+    const recommends = createRecommendsRepository(tx.db);
     if (!(await recommends.remove(postId, userId))) return false;
-    await recommends.addToRecommendCount(postId, -1);
+    // A suspended user's recommends are out of the counter already (suspensions.service.ts).
+    if (!(await suspendedAmong(tx.db, [userId])).has(userId)) await recommends.addToRecommendCount(postId, -1);
+    await unnotifyRecommend(tx, userId, postId); // notifications (CONTRACT §10)
     return true;
   });
 }

@@ -1,19 +1,38 @@
 import type { Kysely } from 'kysely';
 import type { Database, ReplyRow } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
+import { replyShownTo, type Viewer } from '../../shared/visibility.js';
 
 /** Reply rows. Pass a transaction instead of `db` to use it inside one; it never throws HTTP errors. */
 export function createRepliesRepository(db: Kysely<Database>) {
   return {
-    /** The reply if it exists and belongs to that post. */
-    findInPost(postId: number, id: number): Promise<ReplyRow | undefined> {
-      return db.selectFrom('replies').selectAll().where('id', '=', id).where('post_id', '=', postId).executeTakeFirst();
+    /**
+     * The reply if it exists, belongs to that post and `viewer` may see it (its author neither suspended nor across
+     * a block: shared/visibility.ts). The caller has checked that the viewer may see the post.
+     */
+    findInPost(postId: number, id: number, viewer: Viewer): Promise<ReplyRow | undefined> {
+      return db
+        .selectFrom('replies')
+        .selectAll()
+        .where('replies.id', '=', id)
+        .where('replies.post_id', '=', postId)
+        .where(replyShownTo(viewer, { listing: false }))
+        .executeTakeFirst();
     },
 
-    /** A post's replies oldest first, `limit + 1` rows after `after` (keyset over replies_post_id). */
-    listByPost(postId: number, options: { limit: number; after?: number }): Promise<ReplyRow[]> {
-      let query = db.selectFrom('replies').selectAll().where('post_id', '=', postId).orderBy('id', 'asc').limit(pageLimit(options.limit));
-      if (options.after !== undefined) query = query.where('id', '>', options.after);
+    /**
+     * A post's replies that `viewer` is shown in a list (the viewer's mutes too), oldest first, `limit + 1` rows after
+     * `after` (keyset over replies_post_id).
+     */
+    listByPost(postId: number, viewer: Viewer, options: { limit: number; after?: number }): Promise<ReplyRow[]> {
+      let query = db
+        .selectFrom('replies')
+        .selectAll()
+        .where('replies.post_id', '=', postId)
+        .where(replyShownTo(viewer, { listing: true }))
+        .orderBy('replies.id', 'asc')
+        .limit(pageLimit(options.limit));
+      if (options.after !== undefined) query = query.where('replies.id', '>', options.after);
       return query.execute();
     },
 
@@ -35,10 +54,10 @@ export function createRepliesRepository(db: Kysely<Database>) {
         .executeTakeFirst();
     },
 
-    /** True when the row was there to remove. */
-    async remove(postId: number, id: number): Promise<boolean> {
-      const result = await db.deleteFrom('replies').where('id', '=', id).where('post_id', '=', postId).executeTakeFirst();
-      return result.numDeletedRows > 0n;
+    /** The author of the row removed; undefined when there was none to remove. */
+    async remove(postId: number, id: number): Promise<number | undefined> {
+      const row = await db.deleteFrom('replies').where('id', '=', id).where('post_id', '=', postId).returning('author_id').executeTakeFirst();
+      return row === undefined ? undefined : Number(row.author_id);
     },
 
     /** Moves the post's reply counter by `delta` (an atomic `reply_count = reply_count ± 1`); false when the post is gone. */

@@ -24,7 +24,7 @@ import { createReply, deleteReply, replaceReply } from './replies.service.js';
 
 /**
  * Replies hang off a post: whoever may not see the post finds neither it nor its replies (404; 400 on DELETE,
- * seed §7), and the posts repository's `findVisible` (through `visibleTo`) is the only statement of who sees what.
+ * seed §7), and src/shared/visibility.ts (`requireVisiblePost`, `replyShownTo`) is the only statement of who sees what.
  */
 const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const replies = createRepliesRepository(app.db);
@@ -32,7 +32,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const replyPrecondition = (request: FastifyRequest, reply: FastifyReply, postId: number, id: number, caller: Viewer) =>
     ifMatch(request, bodyTag(reply, ReplySchema), async (db) => {
       if (!(await findVisiblePost(db, postId, caller))) return undefined;
-      const row = await createRepliesRepository(db).findInPost(postId, id);
+      const row = await createRepliesRepository(db).findInPost(postId, id, caller);
       return row && toReply(row, app.links);
     }, (result) => result.updatedAt);
 
@@ -58,7 +58,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
       await requireVisiblePost(app.db, postId, caller);
-      const rows = await keysetPage(request, reply, `replies|${postId}`, request.query, (page) => replies.listByPost(postId, page));
+      const rows = await keysetPage(request, reply, `replies|${postId}`, request.query, (page) => replies.listByPost(postId, caller, page));
       return rows.map((r) => toReply(r, app.links));
     },
   );
@@ -112,7 +112,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.optional(request);
       const postId = toId(request.params.post_id);
       await requireVisiblePost(app.db, postId, caller);
-      const row = await replies.findInPost(postId, toId(request.params.reply_id));
+      const row = await replies.findInPost(postId, toId(request.params.reply_id), caller);
       if (!row) throw AppError.notFound('reply');
       return toReply(row, app.links);
     },
@@ -145,7 +145,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const id = toId(request.params.reply_id);
       checkBodyId(request.body.id, request.params.reply_id);
       await requireVisiblePost(app.db, postId, caller);
-      const current = await replies.findInPost(postId, id);
+      const current = await replies.findInPost(postId, id, caller);
       if (!current) throw AppError.notFound('reply');
       if (current.author_id !== caller.id) throw AppError.forbidden('Only its author may replace a reply');
       const row = await replaceReply(app.store, postId, id, request.body.content, {
@@ -183,7 +183,7 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const postId = toId(request.params.post_id);
       const id = toId(request.params.reply_id);
       const post = await requireVisiblePost(app.db, postId, caller, () => AppError.badRequest('post_id', 'names no post'));
-      const current = await replies.findInPost(postId, id);
+      const current = await replies.findInPost(postId, id, caller);
       if (!current) throw AppError.badRequest('reply_id', 'names no reply of this post');
       if (current.author_id !== caller.id && post.owner_id !== caller.id && !isAdmin(caller)) {
         throw AppError.forbidden("Only the reply's author, the post's owner or an admin may delete a reply");

@@ -1,6 +1,8 @@
 import type { Store, Tx } from '../../db/store.js';
 import type { ReplyRow } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
+import { notifyReply, replyEdited } from '../notifications/notifications.service.js';
+import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { createRepliesRepository } from './replies.repository.js';
 
 /**
@@ -20,6 +22,8 @@ export async function createReply(
     const replies = createRepliesRepository(tx.db);
     // Both rows the insert refers to are held from here on, so its foreign keys cannot fail.
     if ((await tx.shareRows('users', [input.authorId])).length === 0) return undefined;
+    // Suspended while this request was on its way: the account is gone for everyone but admins.
+    if ((await suspendedAmong(tx.db, [input.authorId])).size > 0) return undefined;
     if (!(await replies.addToReplyCount(input.postId, 1))) return undefined;
     const row = await replies.insert({
       post_id: input.postId,
@@ -27,6 +31,7 @@ export async function createReply(
       content: input.content,
       created_at: new Date().toISOString(),
     });
+    await notifyReply(tx, row); // notifications (CONTRACT §10)
     await withinTransaction?.(tx, row);
     return row;
   });
@@ -39,10 +44,15 @@ export async function createReply(
 export async function deleteReply(store: Store, postId: number, id: number, options: { ifMatch?: Precondition } = {}): Promise<boolean> {
   return store.transaction(async (tx) => {
     const { db } = tx;
+    // Notifications: the post's row before the cascade takes the notification log's counter (lock order in
+    // notifications.service.ts), as createReply takes them.
+    await tx.lockRows('posts', [postId]);
     if (!(await lockForPrecondition(tx, id, options.ifMatch))) return false;
     const replies = createRepliesRepository(db);
-    if (!(await replies.remove(postId, id))) return false;
-    await replies.addToReplyCount(postId, -1);
+    const author = await replies.remove(postId, id);
+    if (author === undefined) return false;
+    // A suspended author's replies are out of the counter already (suspensions.service.ts).
+    if (!(await suspendedAmong(db, [author])).has(author)) await replies.addToReplyCount(postId, -1);
     return true;
   });
 }
@@ -58,7 +68,9 @@ export function replaceReply(
   return store.transaction(async (tx) => {
     const checked = await lockForPrecondition(tx, id, options.ifMatch);
     if (!checked) return undefined;
-    return createRepliesRepository(tx.db).update(postId, id, { content, updated_at: updatedAfter(checked.seen) });
+    const row = await createRepliesRepository(tx.db).update(postId, id, { content, updated_at: updatedAfter(checked.seen) });
+    if (row) await replyEdited(tx, row); // notifications (CONTRACT §10)
+    return row;
   });
 }
 

@@ -40,10 +40,10 @@ export async function findReportableSubject(
       return post && { type: 'post', id: post.id, postId: null, ownerId: post.owner_id };
     }
     case 'reply': {
-      // A rule that hides single replies from a reader (beyond their post) belongs here, through the shared rule.
+      // The post visible to the reporter, then the reply as the shared rule shows it (blocks, suspended authors).
       const postId = await createReportsRepository(db).postOfReply(subject.id);
       if (postId === undefined || !(await findVisiblePost(db, postId, reporter))) return undefined;
-      const reply = await createRepliesRepository(db).findInPost(postId, subject.id);
+      const reply = await createRepliesRepository(db).findInPost(postId, subject.id, reporter);
       return reply && { type: 'reply', id: reply.id, postId: reply.post_id, ownerId: reply.author_id };
     }
     case 'user': {

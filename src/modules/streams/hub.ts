@@ -4,12 +4,13 @@ import type { FastifyBaseLogger } from 'fastify';
 import fastJson from 'fast-json-stringify';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Kysely } from 'kysely';
-import type { Database, Role, Visibility } from '../../db/types.js';
+import type { Database, PostRow, Role, Visibility } from '../../db/types.js';
 import type { Links } from '../../shared/links.js';
 import { AppError } from '../../shared/errors.js';
 import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
-import { createEventsRepository, type LogBounds, type StreamEvent } from './events.js';
+import { seesPost } from '../../shared/visibility.js';
+import { createEventsRepository, eventId, type LogEnd, type OwnerRelations, type StreamEvent } from './events.js';
 import type { Seat } from './seats.js';
 
 /**
@@ -20,16 +21,29 @@ export const MAX_BACKLOG_BYTES = 1024 * 1024;
 /**
  * Nothing more is written to a subscriber while this much is waiting for it: the live pump leaves it to catch up
  * from the log at its own pace, and a catch-up waits. So no single write outruns the client, and a stream holds
- * about this much memory at most.
+ * about this much, plus one catch-up chunk (CATCH_UP_POSTS posts), at most: well under MAX_BACKLOG_BYTES, for
+ * however many streams resume and never read (issue 40: a resume once held its whole 500-event batch, ~5 MB).
  */
-const REPLAY_PAUSE_BYTES = 256 * 1024;
+export const REPLAY_PAUSE_BYTES = 64 * 1024;
 /** How long a subscriber more than MAX_BACKLOG_BYTES behind may take nothing before it is dropped. */
 const SLOW_GRACE_MS = 5_000;
 /** How long a catch-up waits for a client that takes nothing (however little is waiting) before dropping it. */
 const REPLAY_STALL_MS = 30_000;
 /** How often a paused catch-up looks whether the client has taken what was written. */
 const DRAIN_POLL_MS = 20;
+/** Events the pump reads at a time (their log rows: a few dozen bytes each). */
 const BATCH = 500;
+/** Posts the pump reads at a time, for that many events (rendered from their current rows). */
+const PUMP_POSTS = 50;
+/** Events a catch-up reads at a time. */
+const CATCH_UP_PAGE = 64;
+/**
+ * Posts a catch-up reads and writes at a time, and only once the client has taken what it was given: at most 8
+ * posts of 10,000 characters (about 80 KB; 500 KB if every character needs a six-byte JSON escape) ahead of it.
+ */
+export const CATCH_UP_POSTS = 8;
+/** Catch-up chunks read and written at once in this process: bounds what they hold together while in flight. */
+const CATCH_UP_READS = 8;
 /** How long a client refused for lack of room is asked to wait. */
 export const RETRY_AFTER_SECONDS = '5';
 
@@ -85,6 +99,15 @@ export interface Subscriber {
   closed: boolean;
 }
 
+/**
+ * A Last-Event-ID: the event's number and tag (`<id>-<tag>`, as eventId writes it). A bare number (an id of the
+ * format before tags, or 0) has no tag: it names no event this log can vouch for, and gets a reset.
+ */
+export interface Resume {
+  id: number;
+  tag: string | undefined;
+}
+
 export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
 
 /**
@@ -92,7 +115,8 @@ export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
  *
  * The pump reads the log for live delivery: one run at a time reads the events after `position` in id order (ids
  * follow commit order, see events.ts) and hands each to every live subscriber, judging visibility for each at that
- * moment (a follow looked up once per event for all the subscribers who need it). It is kicked after a local
+ * moment (a follow looked up once per event for all the subscribers who need it) and rendering the post from its
+ * current row, read then: the log keeps no copy of it (see deliver). It is kicked after a local
  * commit, by PostgreSQL's NOTIFY (or Redis) for commits of other processes, and by a slow poll as a safety net.
  *
  * A subscriber that is not live catches up on its own (`catchUp`): one resuming from Last-Event-ID, and one the
@@ -104,7 +128,7 @@ export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
  * subscriber was live) or by the catch-up (it was not): nothing twice, nothing lost in between.
  *
  * While no stream is open the pump does not run: a kick only marks the hub `idle`. Every post write kicks it, and
- * reading the log back after each one was work for nobody (bench/README.md, "the stream pump with no stream open").
+ * reading the log back after each one was work for nobody (bench/README.md, "Figures behind choices in the code").
  * The next run first moves `position` to the end of the log; a stream that opens meanwhile joins in that run,
  * before its answer starts.
  */
@@ -123,6 +147,7 @@ export class StreamHub {
    * has placed it.
    */
   private readonly joining = new Map<Subscriber, { resumeFrom: number | undefined; joined: () => void; failed: (error: unknown) => void }>();
+  private readonly catchUpReads = new Gate(CATCH_UP_READS);
   private timers: NodeJS.Timeout[] = [];
   /** Follower lists of deleted accounts (DeletedAccount), by the id of the event that holds each; a few. */
   private readonly followerLists = new Map<number, ReadonlySet<number>>();
@@ -158,7 +183,7 @@ export class StreamHub {
   start(): Promise<void> {
     this.started ??= (async () => {
       try {
-        this.position = (await this.events.bounds()).last;
+        this.position = (await this.events.end()).last;
       } catch (error) {
         // The database is away: the next stream to open tries again.
         this.started = undefined;
@@ -189,16 +214,25 @@ export class StreamHub {
   }
 
   /**
-   * Registers an open stream. `lastEventId` undefined: it goes live at the current end of the log. Otherwise it
-   * is replayed from there first (with `event: reset` when that id is no longer kept).
+   * Registers an open stream. `resume` undefined: it goes live at the current end of the log. Otherwise it is
+   * replayed from there first, or, when that id is not one this database's log may go on from (see
+   * `resumable`), it gets `event: reset` and goes on from the end of the log.
    */
-  async add(sub: Subscriber, lastEventId: number | undefined): Promise<void> {
+  async add(sub: Subscriber, resume: Resume | undefined): Promise<void> {
     try {
       await this.start();
-      // A stream that would go live at once reads the log's end too, though it does not need it: with the database
-      // away the client hears 503 now, rather than getting a stream that stays silent until the database is back.
-      // (The other two ways in, below, read the log anyway.)
-      if (!this.idle && lastEventId === undefined) await this.events.bounds();
+      // A resume is judged before the answer starts. A stream that would go live at once reads the log's end too,
+      // though it does not need it: with the database away the client hears 503 now, rather than getting a stream
+      // that stays silent until the database is back. (A stream joining while idle reads it in the pump anyway.)
+      let from: number | undefined;
+      let reset: LogEnd | undefined;
+      if (resume !== undefined) {
+        if (resume.tag !== undefined && (await this.events.resumable(resume.id, resume.tag))) from = resume.id;
+        else {
+          reset = await this.events.end();
+          from = reset.last;
+        }
+      } else if (!this.idle) await this.events.end();
       // What may have changed during those waits: the client went away (nothing to register; its seat goes back),
       // or other streams took the last places.
       if (sub.closed) {
@@ -209,21 +243,19 @@ export class StreamHub {
       this.subscribers.add(sub);
       this.openGauge.set(this.subscribers.size);
       this.write(sub, `retry: ${RETRY_MS}\n\n`);
+      // The reset carries an id like every event (CONTRACT §7): the end of the log it goes on from, so a client that
+      // reconnects after it resumes there instead of sending the stale id again and getting another reset.
+      if (reset) this.write(sub, `id: ${eventId(reset.last, reset.tag)}\nevent: reset\ndata: {}\n\n`);
       if (this.idle) {
         // `position` may be far behind: the pump first moves it to the end of the log, then places the stream (a
         // catch-up would otherwise go live at the old position and miss what lies between). The answer starts only
         // then (openStream awaits this), so a post the client writes once it sees the stream open is delivered.
         await new Promise<void>((resolve, reject) => {
-          this.joining.set(sub, { resumeFrom: lastEventId, joined: resolve, failed: reject });
+          this.joining.set(sub, { resumeFrom: from, joined: resolve, failed: reject });
           this.kick();
         });
-      } else if (lastEventId === undefined) {
-        this.place(sub, undefined);
       } else {
-        // A resume reads the log before the answer starts.
-        const bounds = this.events.bounds();
-        await bounds;
-        this.place(sub, lastEventId, bounds);
+        this.place(sub, from);
       }
     } catch (error) {
       // The log could not be read (the database is away), or there is no room: the stream does not open (its seat
@@ -233,17 +265,14 @@ export class StreamHub {
     }
   }
 
-  /**
-   * Puts a new stream live at `position`, or, resuming, starts its catch-up from `lastEventId` (with the log's
-   * bounds when they were read already).
-   */
-  private place(sub: Subscriber, lastEventId: number | undefined, bounds?: Promise<LogBounds>): void {
-    if (lastEventId === undefined) {
+  /** Puts a new stream live at `position`, or starts its catch-up after `from` (an id judged resumable). */
+  private place(sub: Subscriber, from: number | undefined): void {
+    if (from === undefined) {
       sub.cursor = this.position;
       sub.live = true;
     } else {
-      sub.cursor = lastEventId;
-      void this.catchUp(sub, bounds ?? this.events.bounds(), this.position);
+      sub.cursor = from;
+      void this.catchUp(sub, this.position);
     }
   }
 
@@ -325,7 +354,7 @@ export class StreamHub {
       this.again = false;
       if (this.idle) {
         // Nothing was read while no stream was open: go on from the end of the log, not from where reading stopped.
-        this.position = Math.max(this.position, (await this.events.bounds()).last);
+        this.position = Math.max(this.position, (await this.events.end()).last);
         this.idle = false;
       }
       for (const [sub, { resumeFrom, joined }] of this.joining) {
@@ -336,23 +365,29 @@ export class StreamHub {
       for (;;) {
         const batch = await this.events.after(this.position, BATCH);
         if (batch.length === 0) break;
-        for (const event of batch) {
-          // `position` first, then who is live, with no pause between: a catch-up that has not gone live by now
-          // reads this event from the log itself (see catchUp).
-          const before = this.position;
-          this.position = event.id;
-          const live: Subscriber[] = [];
-          for (const sub of this.subscribers) {
-            if (sub.cursor >= event.id) continue;
-            if (sub.live) live.push(sub);
-            else if (sub.behind !== undefined) sub.behind += event.size;
-          }
-          try {
-            await this.deliver(event, live);
-          } catch (error) {
-            // Nobody was given it (deliver fails before its first write): the retry starts from this event again.
-            this.position = before;
-            throw error;
+        for (let i = 0; i < batch.length; i += PUMP_POSTS) {
+          const chunk = batch.slice(i, i + PUMP_POSTS);
+          const rows = await this.events.posts(postsOf(chunk));
+          for (const event of chunk) {
+            const row = rows.get(event.postId);
+            const size = sizeOf(row);
+            // `position` first, then who is live, with no pause between: a catch-up that has not gone live by now
+            // reads this event from the log itself (see catchUp).
+            const before = this.position;
+            this.position = event.id;
+            const live: Subscriber[] = [];
+            for (const sub of this.subscribers) {
+              if (sub.cursor >= event.id) continue;
+              if (sub.live) live.push(sub);
+              else if (sub.behind !== undefined) sub.behind += size;
+            }
+            try {
+              await this.deliver(event, row, live);
+            } catch (error) {
+              // Nobody was given it (deliver fails before its first write): the retry starts from this event again.
+              this.position = before;
+              throw error;
+            }
           }
         }
       }
@@ -360,33 +395,17 @@ export class StreamHub {
   }
 
   /**
-   * Sends a subscriber that is not live what it is missing, from its cursor up to where the pump stands, one event
-   * at a time and only while the client takes what it is given; then puts it live. `resumed`: it comes with a
-   * Last-Event-ID, which may be older than the oldest event kept (or unknown here): `event: reset` first.
-   * `countedFrom`: the events after it count in `behind` (the pump adds those it passes from now on).
+   * Sends a subscriber that is not live what it is missing, from its cursor up to where the pump stands, and only
+   * while the client takes what it is given; then puts it live. It reads CATCH_UP_PAGE events of the log at a time
+   * and their posts CATCH_UP_POSTS at a time, each chunk only once no more than REPLAY_PAUSE_BYTES wait for the
+   * client, so what it holds is bounded whatever the client does. `countedFrom`: the events after it count in
+   * `behind` (the pump adds those it passes from now on).
    */
-  private async catchUp(sub: Subscriber, resumed: Promise<LogBounds> | undefined, countedFrom: number): Promise<void> {
+  private async catchUp(sub: Subscriber, countedFrom: number): Promise<void> {
     sub.live = false;
     sub.countedFrom = countedFrom;
     sub.behind ??= 0;
     try {
-      if (resumed) {
-        const { last, oldest } = await resumed;
-        let restart: number | undefined;
-        if (sub.cursor > last) {
-          // An id this database never handed out (another deployment's, or from before a restore): start afresh.
-          restart = last;
-        } else if (oldest === undefined ? sub.cursor < last : sub.cursor + 1 < oldest) {
-          // Ids have no gaps: an id below the oldest kept means events after it were purged.
-          restart = oldest === undefined ? last : oldest - 1;
-        }
-        if (restart !== undefined) {
-          // The reset carries an id like every event (CONTRACT §7): where the stream goes on from, so a client that
-          // reconnects after it resumes there instead of sending the stale id again and getting another reset.
-          sub.cursor = restart;
-          this.write(sub, `id: ${restart}\nevent: reset\ndata: {}\n\n`);
-        }
-      }
       for (;;) {
         if (!(await this.room(sub))) return;
         const upTo = this.position;
@@ -397,13 +416,25 @@ export class StreamHub {
           sub.countedFrom = undefined;
           return;
         }
-        const batch = await this.events.after(sub.cursor, BATCH, upTo);
-        // Nothing there (purged meanwhile): what is left up to `upTo` is gone for everyone.
-        if (batch.length === 0) sub.cursor = upTo;
-        for (const event of batch) {
+        const page = await this.events.after(sub.cursor, CATCH_UP_PAGE, upTo);
+        if (page[0]?.id !== sub.cursor + 1) {
+          // Ids have no gaps: the events after the cursor were purged while it caught up. Start afresh.
+          const end = await this.events.end();
+          sub.cursor = Math.max(sub.cursor, end.last);
+          this.write(sub, `id: ${eventId(end.last, end.tag)}\nevent: reset\ndata: {}\n\n`);
+          continue;
+        }
+        for (let i = 0; i < page.length; i += CATCH_UP_POSTS) {
           if (!(await this.room(sub))) return;
-          await this.deliver(event, [sub]);
-          if (event.id > (sub.countedFrom ?? Infinity)) sub.behind = Math.max(0, (sub.behind ?? 0) - event.size);
+          const chunk = page.slice(i, i + CATCH_UP_POSTS);
+          await this.catchUpReads.run(async () => {
+            const rows = await this.events.posts(postsOf(chunk));
+            for (const event of chunk) {
+              const row = rows.get(event.postId);
+              await this.deliver(event, row, [sub]);
+              if (event.id > countedFrom) sub.behind = Math.max(0, (sub.behind ?? 0) - sizeOf(row));
+            }
+          });
         }
       }
     } catch (error) {
@@ -436,43 +467,53 @@ export class StreamHub {
     return !sub.closed;
   }
 
-  /** Sends one event to each of `subs` that may see it now, and moves their cursors past it. */
-  private async deliver(event: StreamEvent, subs: Subscriber[]): Promise<void> {
+  /**
+   * Sends one event to each of `subs`, judged and rendered from the post as it is now (`row`; undefined: deleted),
+   * never from what the event recorded, and moves their cursors past it (CONTRACT §7). A post the subscriber may
+   * see now goes as it is now, under the event's name; one gone or hidden from it goes as `post.deleted`, only to a
+   * subscriber that could see the version the event made or replaced (so a stranger never learns of a private post
+   * by its id), and a deletion to one that could see it as it was deleted.
+   */
+  private async deliver(event: StreamEvent, row: PostRow | undefined, subs: Subscriber[]): Promise<void> {
     if (subs.length === 0) return;
+    const ownerId = event.ownerId;
+    const byFollowers = row?.visibility === 'followers' || event.visibility === 'followers' || event.previousVisibility === 'followers';
     const needFollow = new Set<number>();
     for (const sub of subs) {
       const v = sub.viewer;
-      if (!v || v.id === event.ownerId) continue;
-      if (sub.kind === 'feed' || (v.role !== 'admin' && (event.visibility === 'followers' || event.previousVisibility === 'followers'))) {
-        needFollow.add(v.id);
-      }
+      if (!v || v.id === ownerId) continue;
+      if (sub.kind === 'feed' || (v.role !== 'admin' && byFollowers)) needFollow.add(v.id);
     }
     const follows = needFollow.size > 0 ? await this.followersAmong(event, [...needFollow]) : new Set<number>();
+    // Blocks, mutes and the owner's suspension (CONTRACT §9), for every signed-in viewer but the owner: one read.
+    const viewers = new Set<number>();
+    for (const sub of subs) if (sub.viewer && sub.viewer.id !== ownerId) viewers.add(sub.viewer.id);
+    const relations = await this.events.ownerRelations(ownerId, [...viewers]);
 
     let body: string | undefined;
-    const deleted = `data: {"id":${event.postId}}\n\n`;
+    const deleted = `event: post.deleted\ndata: {"id":${event.postId}}\n\n`;
     for (const sub of subs) {
       if (sub.closed || sub.cursor >= event.id) continue;
       if (sub.live && this.backlog(sub) > REPLAY_PAUSE_BYTES) {
         // The client has not taken what it was given: writing on would outrun it. It catches up from the log at
         // its own pace (this event included) and is live again once it has.
-        sub.behind = event.size;
-        void this.catchUp(sub, undefined, sub.cursor);
+        sub.behind = sizeOf(row);
+        void this.catchUp(sub, sub.cursor);
         continue;
       }
       sub.cursor = event.id;
-      const sees = (visibility: Visibility) => canSee(sub, event.ownerId, visibility, follows);
+      const sees = (visibility: Visibility | null) => visibility !== null && canSee(sub, ownerId, visibility, follows, relations);
       let frame: string | undefined;
       if (event.kind === 'deleted') {
-        if (sees(event.visibility)) frame = `event: post.deleted\n${deleted}`;
-      } else if (sees(event.visibility)) {
-        body ??= `data: ${this.serialize(toPost(event.post, this.links))}\n\n`;
+        if (sees(event.visibility)) frame = deleted;
+      } else if (row && sees(row.visibility)) {
+        body ??= `data: ${this.serialize(toPost(row, this.links))}\n\n`;
         frame = `event: post.${event.kind}\n${body}`;
-      } else if (event.kind === 'updated' && event.previousVisibility && sees(event.previousVisibility)) {
-        frame = `event: post.deleted\n${deleted}`;
+      } else if (sees(event.visibility) || sees(event.previousVisibility)) {
+        frame = deleted;
       }
       if (frame === undefined) continue;
-      this.write(sub, `id: ${event.id}\n${frame}`);
+      this.write(sub, `id: ${eventId(event.id, event.tag)}\n${frame}`);
       this.sent.inc();
     }
   }
@@ -531,19 +572,46 @@ export class StreamHub {
   }
 }
 
-/**
- * Whether the subscriber sees a post of `ownerId` with `visibility` (CONTRACT §3 and §7). A posts stream: what
- * GET /posts/{id} would show its caller. A feed stream: posts by users the feed's owner follows that the owner may
- * see, as GET /users/{id}/feed lists them.
- */
-function canSee(sub: Subscriber, ownerId: number, visibility: Visibility, follows: ReadonlySet<number>): boolean {
-  const v = sub.viewer;
-  if (sub.kind === 'feed') {
-    if (!v || v.id === ownerId || !follows.has(v.id)) return false;
-    return visibility !== 'private' || v.role === 'admin';
+/** The post ids of these events whose posts may still exist (a deletion's is gone). */
+const postsOf = (events: readonly StreamEvent[]): number[] => events.filter((e) => e.kind !== 'deleted').map((e) => e.postId);
+
+/** About how many bytes a post takes on a stream (its two long fields and the rest): what a subscriber behind by it misses. */
+const sizeOf = (row: PostRow | undefined): number => (row ? row.title.length + row.content.length + 400 : 40);
+
+/** Runs at most `max` pieces of work at once; the others wait their turn, first come first served. */
+class Gate {
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly max: number) {}
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.active < this.max) this.active++;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    try {
+      return await work();
+    } finally {
+      // The place passes to the next in line, or is given back.
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.active--;
+    }
   }
-  if (visibility === 'public') return true;
-  if (!v) return false;
-  if (v.role === 'admin' || v.id === ownerId) return true;
-  return visibility === 'followers' && follows.has(v.id);
+}
+
+/**
+ * Whether the subscriber sees a post of `ownerId` with `visibility`: the rule of shared/visibility.ts (`seesPost`)
+ * for a listing, as GET /posts lists posts to its caller. A feed stream: only posts by users the feed's owner
+ * follows, judged for the owner, as GET /users/{id}/feed lists them.
+ */
+function canSee(sub: Subscriber, ownerId: number, visibility: Visibility, follows: ReadonlySet<number>, relations: OwnerRelations): boolean {
+  const v = sub.viewer;
+  if (sub.kind === 'feed' && (!v || v.id === ownerId || !follows.has(v.id))) return false;
+  const rel = {
+    follows: v !== undefined && follows.has(v.id),
+    blocked: v !== undefined && relations.blocked.has(v.id),
+    mutes: v !== undefined && relations.muting.has(v.id),
+    ownerSuspended: relations.ownerSuspended,
+  };
+  return seesPost(v, { ownerId, visibility }, rel, true);
 }

@@ -14,6 +14,7 @@ const isObject = (value: unknown): value is JsonObject => typeof value === 'obje
 const STREAMS: Record<string, { what: string; anonymous: boolean }> = {
   listPosts: { what: 'every post the caller may see (anonymous: public posts)', anonymous: true },
   getFeed: { what: 'the feed: posts by the users user_id follows that user_id may see', anonymous: false },
+  listNotifications: { what: "the user's notifications (CONTRACT §10)", anonymous: false },
 };
 
 const EVENT_STREAM_SCHEMA: JsonObject = {
@@ -22,10 +23,24 @@ const EVENT_STREAM_SCHEMA: JsonObject = {
     'Server-sent events (text/event-stream). First a `retry:` line, then events, each with an `id:` line: ' +
     '`post.created` and `post.updated` (`data:` the post exactly as GET /posts/{post_id} shows it to this ' +
     'subscriber; an edit of the post, not a reply or recommend moving its counters), `post.deleted` (`data: {"id": <post id>}`; also sent when an update hides a post this subscriber ' +
-    'could see), and `reset` (`data: {}`: the Last-Event-ID is no longer kept; refetch the collection). ' +
+    'could see), and `reset` (`data: {}`: the Last-Event-ID cannot be resumed from; refetch the collection). ' +
     'A `: keep-alive` comment when STREAM_HEARTBEAT_SECONDS pass without an event.',
   examples: [
-    'retry: 2000\n\nid: 42\nevent: post.created\ndata: {"id":7,"title":"Hello",…}\n\nid: 43\nevent: post.deleted\ndata: {"id":7}\n\n',
+    'retry: 2000\n\nid: 42-9f2c4a7be013\nevent: post.created\ndata: {"id":7,"title":"Hello",…}\n\nid: 43-07c1d8e2a4b6\nevent: post.deleted\ndata: {"id":7}\n\n',
+  ],
+};
+
+/** The notification stream's events (src/modules/notifications/notifications.stream.ts). */
+const NOTIFICATION_EVENT_STREAM_SCHEMA: JsonObject = {
+  type: 'string',
+  description:
+    'Server-sent events (text/event-stream). First a `retry:` line, then events, each with an `id:` line: ' +
+    '`notification.created` (`data:` the notification as GET /users/{user_id}/notifications/{notification_id} shows ' +
+    'it, sent only while it exists and its post is visible to the user; `types` applies), `notification.deleted` ' +
+    '(`data: {"id": <notification id>}`), and `reset` (`data: {}`: the Last-Event-ID cannot be resumed from; refetch). ' +
+    'A `: keep-alive` comment when STREAM_HEARTBEAT_SECONDS pass without an event.',
+  examples: [
+    'retry: 2000\n\nid: 42-5d0e9a13c7f2\nevent: notification.created\ndata: {"id":7,"type":"follow",…}\n\nid: 43-b81f02c6e95a\nevent: notification.deleted\ndata: {"id":7}\n\n',
   ],
 };
 
@@ -34,9 +49,12 @@ const LAST_EVENT_ID: JsonObject = {
   in: 'header',
   required: false,
   description:
-    'With `Accept: text/event-stream`: resume after this event id (the last `id:` received). The events after it ' +
-    'that the subscriber may see are replayed in order, then the stream goes on live. Malformed: 400.',
-  schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,14})$' },
+    'With `Accept: text/event-stream`: resume after this event id (the last `id:` received, e.g. `42-9f2c4a7be013`; ' +
+    'ids are opaque: a number that increases, then a random tag). The events after it that the subscriber may see ' +
+    'are replayed in order, each post as it is now (or `post.deleted` when it is gone or hidden from the ' +
+    'subscriber), then the stream goes on live. An id no longer kept, never sent by this database (`0` included) ' +
+    'or from before a restore of the database gets `event: reset` first. Malformed: 400.',
+  schema: { type: 'string', pattern: '^(0|[1-9][0-9]{0,15})(-[0-9a-f]{12})?$' },
 };
 
 /** Adds the event-stream description to `op` when it is one of the streaming operations. */
@@ -47,7 +65,7 @@ export function documentEventStream(op: JsonObject): void {
   const ok = op.responses['200'];
   if (!isObject(ok)) return;
   const content = isObject(ok.content) ? ok.content : {};
-  content['text/event-stream'] = { schema: EVENT_STREAM_SCHEMA };
+  content['text/event-stream'] = { schema: op.operationId === 'listNotifications' ? NOTIFICATION_EVENT_STREAM_SCHEMA : EVENT_STREAM_SCHEMA };
   ok.content = content;
   ok.headers = { ...(isObject(ok.headers) ? ok.headers : {}), 'X-Accel-Buffering': { $ref: '#/components/headers/X-Accel-Buffering' } };
   ok.description = `${String(ok.description)}; with \`Accept: text/event-stream\`, a live stream of ${what}`;

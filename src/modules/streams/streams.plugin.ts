@@ -8,10 +8,10 @@ import { appendVary } from '../../plugins/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { hashToken } from '../../shared/tokens.js';
 import { findCallerByTokenHash } from '../../db/hot-statements.js';
-import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent } from './events.js';
+import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent, TAG_PATTERN } from './events.js';
 import { redisWakeup, type Wakeup } from './redis-wakeup.js';
 import { jointSeat, memorySeats, poolSeats, redisSeats, type Seat, type StreamSeats } from './seats.js';
-import { RETRY_AFTER_SECONDS, StreamHub, tooManyStreams, type StreamKind, type Subscriber } from './hub.js';
+import { RETRY_AFTER_SECONDS, StreamHub, tooManyStreams, type Resume, type StreamKind, type Subscriber } from './hub.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -81,15 +81,21 @@ function quality(accept: string, type: string): number | undefined {
   return undefined;
 }
 
-/** Last-Event-ID: absent, or one of the ids this service sends (a decimal integer); anything else is a 400. */
-function lastEventId(request: FastifyRequest): number | undefined {
+/**
+ * Last-Event-ID: absent, or an id this service sends (`<number>-<tag>`, see eventId), or a bare number (an id of
+ * the format before tags: well-formed, and answered with a reset). Anything else is a 400.
+ */
+const LAST_EVENT_ID = new RegExp(`^(0|[1-9][0-9]{0,15})(?:-(${TAG_PATTERN}))?$`);
+
+function lastEventId(request: FastifyRequest): Resume | undefined {
   const raw = request.headers['last-event-id'];
   if (raw === undefined) return undefined;
   const value = Array.isArray(raw) ? raw.join(',') : raw.trim();
-  if (!/^(0|[1-9][0-9]{0,15})$/.test(value) || !Number.isSafeInteger(Number(value))) {
+  const match = LAST_EVENT_ID.exec(value);
+  if (!match || !Number.isSafeInteger(Number(match[1]))) {
     throw AppError.badRequest('Last-Event-ID', 'must be the id of an event this stream sent');
   }
-  return Number(value);
+  return { id: Number(match[1]), tag: match[2] };
 }
 
 export interface OpenStream {
@@ -125,6 +131,9 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
   // log is awaited below (the hub then never registers it), or a stream that cannot open (add removes it).
   reply.raw.once('close', () => app.streams.remove(sub));
   out.on('error', () => app.streams.remove(sub));
+  // A client that left while its token was looked up (before this handler) closed the response already: no 'close'
+  // comes any more, so it is removed now, and is never registered (its seat, taken below, goes back in add).
+  if (reply.raw.destroyed) app.streams.remove(sub);
   if (open.caller) {
     const seat = await app.streamSeats.take({ userId: open.caller.id });
     if (!seat) {

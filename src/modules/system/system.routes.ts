@@ -2,9 +2,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ProblemSchema } from '../../shared/schemas.js';
 import { AppError } from '../../shared/errors.js';
+import { metricsAccess } from '../../plugins/metrics.js';
 
 /** Operational endpoints: liveness with a database check, Prometheus metrics, and the OpenAPI document. */
 const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const metricsAuth = metricsAccess(app.config.metricsToken);
   app.get(
     '/health',
     {
@@ -36,10 +38,22 @@ const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getMetrics',
         tags: ['system'],
         summary: 'Prometheus metrics (text exposition format)',
+        description: 'Open to anyone, unless the server sets METRICS_TOKEN: then `Authorization: Bearer <METRICS_TOKEN>` is needed.',
         produces: ['text/plain'],
-        response: { 200: { description: 'Metrics', content: { 'text/plain': { schema: Type.String() } } } },
+        // No token, or the metrics token (never a user's token from POST /tokens): which one is the server's setting.
+        security: [{}, { metricsToken: [] }],
+        response: {
+          200: { description: 'Metrics', content: { 'text/plain': { schema: Type.String() } } },
+          401: {
+            description:
+              'METRICS_TOKEN is set and the request does not carry it as its bearer token (a user\'s token does not do), ' +
+              'or the Authorization header is not `Bearer <token>` (see WWW-Authenticate)',
+            content: { 'application/problem+json': { schema: ProblemSchema } },
+          },
+        },
       },
       config: { rateLimit: false },
+      ...(metricsAuth ? { preHandler: metricsAuth } : {}),
     },
     async (_request, reply) => {
       reply.type(app.metrics.contentType);

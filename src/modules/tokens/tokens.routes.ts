@@ -6,8 +6,9 @@ import { tooManyRequests } from '../../plugins/rate-limit/index.js';
 import { dummyHash, verifyPassword } from '../../shared/passwords.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
-import { problems } from '../../shared/problems.js';
+import { PROBLEM_TYPES, problems } from '../../shared/problems.js';
 import type { Links } from '../../shared/links.js';
+import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createTokensRepository, type SessionRow } from './tokens.repository.js';
@@ -50,6 +51,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: {
           201: { description: 'The token; Location names it', headers: Type.Object({ location: Type.String() }), ...TokenSchema },
           401: problems[401],
+          403: problems.forbidden('The account is suspended (problem type ending in /suspended); only with the right password'),
         },
       },
       config: { rateLimitPolicy: 'auth' },
@@ -63,6 +65,10 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const ok = await verifyPassword(password, user?.password_hash ?? (await (decoy ??= dummyHash(passwordHashMemoryKib))));
       if (!user || !ok) throw AppError.unauthorized('The username or password is incorrect');
       await attempt.succeeded();
+      // Told only to whoever knows the password (a wrong one is the 401 above): CONTRACT §9.
+      if ((await suspendedAmong(app.db, [user.id])).size > 0) {
+        throw AppError.forbidden('This account is suspended', PROBLEM_TYPES.suspended);
+      }
       const token = await mintToken(app.store, user, tokenTtlSeconds);
       if (!token) throw AppError.unauthorized('The password was changed while signing in');
       reply.code(201).header('location', app.links.url(`/tokens/${token.id}`));
@@ -152,7 +158,10 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const token = await tokens.findLive(toId(request.params.token_id), new Date().toISOString());
       // Another member's token is answered as a missing one (CONTRACT §2), as GET /tokens/{token_id} answers it.
       if (!token || (token.user_id !== caller.id && caller.role !== 'admin')) throw AppError.badRequest('token_id', 'names no token');
-      await app.store.transaction(({ db }) => createTokensRepository(db).remove(token.id));
+      // Two revocations of one token at once: the one that deleted nothing finds no such token, like a later one.
+      if (!(await app.store.transaction(({ db }) => createTokensRepository(db).remove(token.id)))) {
+        throw AppError.badRequest('token_id', 'names no token');
+      }
       return { deleted: 1 };
     },
   );

@@ -102,6 +102,16 @@ describe('DELETE /tokens/{token_id}', () => {
     expect(await app.db.selectFrom('tokens').select('id').where('id', '=', id).executeTakeFirst()).toEqual({ id });
   });
 
+  it('answers two revocations of one token sent at once 200 and 400: one of them revoked it', async () => {
+    const app = await buildTestApp();
+    const a = await signUp(app);
+    const other = await signIn(app, a.username, a.password);
+    const id = await idOf(app, other);
+    const answers = await Promise.all([1, 2, 3].map(() => call(app, 'DELETE', `/tokens/${id}`, { token: a.token })));
+    expect(answers.map((r) => r.statusCode).sort()).toEqual([200, 400, 400]);
+    expect(await app.db.selectFrom('tokens').select('id').where('id', '=', id).executeTakeFirst()).toBeUndefined();
+  });
+
   it('lets an admin revoke anyone’s token', async () => {
     const app = await buildTestApp();
     const admin = await createAdmin(app);

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database, NewUserRow, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { USER_COLUMNS, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 export const usernameKey = (username: string) => username.toLowerCase();
 
@@ -11,12 +11,26 @@ export const usernameKey = (username: string) => username.toLowerCase();
  */
 export function createUsersRepository(db: Kysely<Database>) {
   return {
+    /** The user as `viewer` may see them: a suspended account is missing to all but admins (CONTRACT §9). */
     findById(id: number, viewer: Viewer): Promise<PublicUserRow | undefined> {
-      return db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', id).executeTakeFirst();
+      return db
+        .selectFrom('users')
+        .select(USER_COLUMNS)
+        .select(visiblePostCount(viewer))
+        .where('users.id', '=', id)
+        .where(userShownTo(viewer))
+        .executeTakeFirst();
     },
 
-    exists(id: number): Promise<boolean> {
-      return db.selectFrom('users').select('id').where('id', '=', id).executeTakeFirst().then((row) => row !== undefined);
+    /** Whether the user exists for `viewer` (a suspended account does not, but to admins). */
+    exists(id: number, viewer: Viewer): Promise<boolean> {
+      return db
+        .selectFrom('users')
+        .select('users.id')
+        .where('users.id', '=', id)
+        .where(userShownTo(viewer))
+        .executeTakeFirst()
+        .then((row) => row !== undefined);
     },
 
     findCredentialsByUsername(username: string) {
@@ -33,7 +47,13 @@ export function createUsersRepository(db: Kysely<Database>) {
 
     /** Users in id order, `limit + 1` rows after `after` (keyset). */
     list(viewer: Viewer, options: { limit: number; after?: number; username?: string }): Promise<PublicUserRow[]> {
-      let query = db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).orderBy('users.id', 'asc').limit(pageLimit(options.limit));
+      let query = db
+        .selectFrom('users')
+        .select(USER_COLUMNS)
+        .select(visiblePostCount(viewer))
+        .where(userShownTo(viewer))
+        .orderBy('users.id', 'asc')
+        .limit(pageLimit(options.limit));
       if (options.after !== undefined) query = query.where('users.id', '>', options.after);
       if (options.username !== undefined) query = query.where('username_key', '=', usernameKey(options.username));
       return query.execute();

@@ -224,7 +224,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const id = toId(request.params.user_id);
       if (!isSelfOrAdmin(caller, id)) {
-        if (!(await users.exists(id))) throw AppError.badRequest('user_id', 'names no user');
+        if (!(await users.exists(id, caller))) throw AppError.badRequest('user_id', 'names no user');
         throw AppError.forbidden('Only the user or an admin may delete this user');
       }
       if (!(await deleteUser(app.store, id, { ifMatch: userPrecondition(request, reply, id, caller), changes: app.postChanges }))) {

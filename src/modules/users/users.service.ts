@@ -6,6 +6,9 @@ import { AppError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
 import type { DeletedAccount, PostChanges } from '../../shared/post-changes.js';
 import { POST_COLUMNS } from '../../shared/visibility.js';
+import { removeAccountNotifications } from '../notifications/notifications.service.js';
+import { suspendedAmong } from '../suspensions/suspensions.repository.js';
+import { moveShare } from '../suspensions/suspensions.service.js';
 import { createTokensRepository } from '../tokens/tokens.repository.js';
 import { createUsersRepository } from './users.repository.js';
 
@@ -106,9 +109,24 @@ export async function deleteUser(
       .select(['follower_id', 'followee_id'])
       .where((eb) => eb.or([eb('follower_id', '=', id), eb('followee_id', '=', id)]))
       .execute();
-    const users = new Set([id, ...relations.map((r) => (r.follower_id === id ? r.followee_id : r.follower_id))]);
+    // The other sides of the user's blocks and of mutes of the user keep a count of them (Viewer.hasBlocks).
+    const blockers = db.selectFrom('blocks').select('blocker_id as other').where('blocked_id', '=', id);
+    const blocked = db.selectFrom('blocks').select('blocked_id as other').where('blocker_id', '=', id);
+    const muters = db.selectFrom('mutes').select('muter_id as other').where('muted_id', '=', id);
+    const others = await blockers.unionAll(blocked).unionAll(muters).execute();
+    const users = new Set([
+      id,
+      ...relations.map((r) => (r.follower_id === id ? r.followee_id : r.follower_id)),
+      ...others.map((r) => Number(r.other)),
+    ]);
     if (!(await tx.lockRows('users', [...users])).includes(id)) return false;
     await options.ifMatch?.(db);
+    // A suspended account's share of others' counters is out already: put it back, and take it out as for anyone.
+    if ((await suspendedAmong(db, [id])).size > 0) await moveShare(tx, id, 1);
+    for (const others of [blockers, blocked]) {
+      await db.updateTable('users').set((eb) => ({ block_count: eb('block_count', '-', 1) })).where('id', 'in', others).execute();
+    }
+    await db.updateTable('users').set((eb) => ({ mute_count: eb('mute_count', '-', 1) })).where('id', 'in', muters).execute();
     const touchedPosts = await db
       .selectFrom('posts')
       .select('posts.id')
@@ -150,6 +168,7 @@ export async function deleteUser(
       .where('owner_id', '<>', id)
       .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', id))
       .execute();
+    await removeAccountNotifications(tx, id); // notifications (CONTRACT §10), before the post stream's events
     // The user's posts go with the cascade: live streams hear of each as deleted, like a DELETE /posts/{id}, by
     // who could see it before this transaction (its follows go with it: see DeletedAccount).
     if (options.changes) {
@@ -174,6 +193,7 @@ export async function deleteUser(
 export async function deleteAllUsers(store: Store, changes?: PostChanges): Promise<number> {
   return store.transaction(async (tx) => {
     const { db } = tx;
+    await removeAccountNotifications(tx); // notifications (CONTRACT §10), before the post stream's events
     if (changes) {
       const accounts = new Map<number, DeletedAccount & { followers: number[] }>();
       const accountOf = (owner: number) => {

@@ -30,12 +30,15 @@ export function frameworkError(error: FastifyError, request: FastifyRequest, rep
   void sendError(request, reply, { status: 400, detail, errors: [{ field: 'path', message: 'is malformed' }] });
 }
 
+/** `X-Content-Type-Options` of every answer (CONTRACT §5; http-hygiene.ts sets it first thing on each request). */
+export const NOSNIFF = 'nosniff';
+
 /**
  * For an answer given before the request's hooks run (or instead of them): what those hooks would have set that
- * every answer carries. The request id, CORS, and for a GET or HEAD the caching headers (CONTRACT §6.1).
+ * every answer carries. The request id, `nosniff`, CORS, and for a GET or HEAD the caching headers (CONTRACT §6.1).
  */
 export function earlyAnswerHeaders(request: FastifyRequest, reply: FastifyReply): void {
-  reply.header('x-request-id', request.id).header('vary', 'Origin');
+  reply.header('x-request-id', request.id).header('x-content-type-options', NOSNIFF).header('vary', 'Origin');
   allowOrigin(request, reply);
   if (request.method === 'GET' || request.method === 'HEAD') readCaching(request, reply);
 }

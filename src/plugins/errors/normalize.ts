@@ -17,6 +17,8 @@ export interface Normalized {
   detail: string;
   errors?: FieldError[];
   headers?: Record<string, string>;
+  /** The problem type URI (RFC 9457 `type`); `about:blank` when absent. */
+  type?: string;
 }
 
 /**
@@ -80,7 +82,7 @@ export function fieldErrors(validation: readonly AjvError[], part: string | unde
 /** Maps any error (ours, Fastify's, a plugin's, or an unexpected one) to a status, message and field list. */
 export function normalize(error: FastifyError | AppError | Error): Normalized {
   if (error instanceof AppError) {
-    return { status: error.statusCode, detail: error.message, errors: error.errors, headers: error.headers };
+    return { status: error.statusCode, detail: error.message, errors: error.errors, headers: error.headers, type: error.type };
   }
   const fe = error as FastifyError & { validation?: AjvError[]; validationContext?: string };
   if (fe.validation) {

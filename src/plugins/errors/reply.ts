@@ -21,7 +21,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, n: Norma
     });
   }
   return reply.type('application/problem+json; charset=utf-8').send({
-    type: 'about:blank',
+    type: n.type ?? 'about:blank',
     title: STATUS_CODES[n.status] ?? 'Error',
     status: n.status,
     detail: n.detail,
@@ -58,7 +58,7 @@ export function writeRawError(
     .join('');
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${board ? 'application/json' : 'application/problem+json'}; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n${extra}Connection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nX-Content-Type-Options: nosniff\r\n${extra}Connection: close\r\n\r\n${body}`,
   );
   const linger = setTimeout(() => socket.destroy(), LINGER_MS);
   linger.unref();

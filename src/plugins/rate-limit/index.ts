@@ -2,8 +2,8 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import { AppError } from '../../shared/errors.js';
-import { memorySignInThrottle, redisSignInThrottle, UNTHROTTLED, type SignInThrottle } from './sign-in-throttle.js';
-import { connectRedis, redisStore, storeFailures } from './store.js';
+import { signInThrottle, UNTHROTTLED, type SignInThrottle } from './sign-in-throttle.js';
+import { connectRedis, counterStore, memoryCounts, redisCounts, storeFailures, withFallback, type WindowCounts } from './store.js';
 
 export type { SignInAttempt, SignInThrottle } from './sign-in-throttle.js';
 
@@ -42,11 +42,12 @@ export function tooManyRequests(policy: string, retryAfterSeconds: number): AppE
  * `auth` allowance of an address, as its single `RateLimit-Policy` entry says. Every answer of a limited route
  * carries `RateLimit-Policy: "auth";q=20;w=60` and `RateLimit: "auth";r=<remaining>;t=<seconds to reset>`.
  *
- * Counting is @fastify/rate-limit's (its stores, its IP normalisation, `skipOnError`); the fields are written
- * here, because the plugin only knows the older `RateLimit-Limit/Remaining/Reset` and `X-RateLimit-*` ones. With
- * REDIS_URL the counters (these and the per-username ones) live in Redis, exact across processes; without, in
- * each process's memory. If Redis fails, requests are served without a limit and without a `RateLimit` field
- * (its values are unknown), counted by a metric (store.ts).
+ * Counting is @fastify/rate-limit's (its IP normalisation, its limiter) over a store of ours (store.ts, through the
+ * plugin's custom-store interface); the fields are written here, because the plugin only knows the older
+ * `RateLimit-Limit/Remaining/Reset` and `X-RateLimit-*` ones. With REDIS_URL the counters (these and the
+ * per-username ones) live in Redis, exact across processes; without, in each process's memory. If Redis fails,
+ * requests are served and counted in each process's memory meanwhile (CONTRACT §6.3: no limit disappears), with a
+ * metric and a warning (store.ts); the `RateLimit` field then tells what this process counts.
  * @see https://datatracker.ietf.org/doc/html/draft-ietf-httpapi-ratelimit-headers-11
  */
 export default fp(
@@ -63,24 +64,17 @@ export default fp(
         redis.disconnect();
       });
     }
-    app.decorate(
-      'signInThrottle',
-      redis
-        ? redisSignInThrottle(redis, redisKeyPrefix, limits.authMax, limits.windowMs, failures)
-        : memorySignInThrottle(limits.authMax, limits.windowMs),
-    );
+    /** One namespace of counters: in Redis under `<prefix><namespace>:`, with memory behind it; else in memory. */
+    const counts = (namespace: string): WindowCounts =>
+      redis ? withFallback(redisCounts(redis, `${redisKeyPrefix}${namespace}:`), memoryCounts(), failures) : memoryCounts();
+    app.decorate('signInThrottle', signInThrottle(counts('signin'), limits.authMax, limits.windowMs));
 
     // The plugin is registered in a scope of its own with `global: false`: it only lends its counters to the hooks
     // below and never adds limiters (with the older fields) to the service's routes itself.
     // Filled in by the scope below, which runs to completion before any route is added.
     const policies = {} as Record<'default' | 'auth', Limiter>;
     await app.register(async (scope) => {
-      await scope.register(rateLimit, {
-        global: false,
-        timeWindow: limits.windowMs,
-        skipOnError: true,
-        ...(redis ? { store: redisStore(redis, redisKeyPrefix, failures) } : {}),
-      });
+      await scope.register(rateLimit, { global: false, timeWindow: limits.windowMs, store: counterStore(counts('rate')) });
       for (const [name, max] of [
         ['default', limits.max],
         ['auth', limits.authMax],
@@ -116,9 +110,8 @@ function limiter(name: string, max: number, windowMs: number, count: Count): Lim
   return async (request, reply) => {
     reply.header('ratelimit-policy', policyField);
     const counted = await count(request);
-    // A live counter always has time left; none means the store failed and `skipOnError` let the request through.
-    // (`isAllowed` is an allow-list hit, and there is no allow list.)
-    if (counted.isAllowed || counted.ttl <= 0) return;
+    // `isAllowed` is an allow-list hit, and there is no allow list.
+    if (counted.isAllowed) return;
     const { remaining, ttlInSeconds, isExceeded } = counted;
     if (isExceeded) throw tooManyRequests(name, ttlInSeconds);
     reply.header('ratelimit', `"${name}";r=${remaining};t=${ttlInSeconds}`);

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
@@ -260,27 +261,83 @@ describe('counters in Redis (REDIS_URL)', () => {
     expect(ttl).toBeLessThanOrEqual(60_000);
   });
 
-  it('serves requests promptly without a limit when Redis is unreachable, and counts the failures', async () => {
-    const app = await limited({ max: 2, authMax: 2 }, { redisUrl: 'redis://127.0.0.1:1', redisKeyPrefix: 'corkboard-test-down:' });
-    const user = await signUp(app, { username: 'gina', password: 'gina password 1' });
+  it('with Redis unreachable, serves requests promptly and limits them in memory (per address and per username), counting the failures', async () => {
+    const app = await limited({ max: 3, authMax: 2 }, { redisUrl: 'redis://127.0.0.1:1', redisKeyPrefix: prefix() });
     const durations = [];
+    const seen = [];
     for (let i = 0; i < 5; i++) {
       const started = performance.now();
       const res = await from(app, '10.7.0.1', 'GET', '/users');
       durations.push(performance.now() - started);
-      expect(res.statusCode).toBe(200);
-      // The policy is known; the remaining quota is not, so no RateLimit field.
-      expect(res.headers['ratelimit-policy']).toBe('"default";q=2;w=60');
-      expect(res.headers.ratelimit).toBeUndefined();
+      expect(res.headers['ratelimit-policy']).toBe('"default";q=3;w=60');
+      seen.push(res.statusCode === 200 ? parseRateLimit(res.headers.ratelimit).r : res.statusCode);
     }
+    // Never a 5xx, never waiting on Redis, and the limit still holds: counted in this process.
+    expect(seen).toEqual([2, 1, 0, 429, 429]);
     expect(Math.max(...durations)).toBeLessThan(250);
-    for (let i = 0; i < 3; i++) {
-      expect((await from(app, '10.7.0.1', 'POST', '/tokens', { username: 'gina', password: 'wrong' })).statusCode).toBe(401);
+    // Another address has its own count.
+    expect((await from(app, '10.7.0.2', 'GET', '/users')).statusCode).toBe(200);
+
+    // Sign-up from one address, guesses at one username from many (the per-address auth quota is not what stops them).
+    const user = await signUp(app, { username: 'gina', password: 'gina password 1' });
+    const statuses = [];
+    for (let i = 0; i < 30; i++) {
+      statuses.push((await from(app, `10.7.2.${i}`, 'POST', '/tokens', { username: 'gina', password: `guess ${i}` })).statusCode);
     }
-    expect((await from(app, '10.7.0.1', 'POST', '/tokens', { username: 'gina', password: user.password })).statusCode).toBe(201);
+    expect(statuses).toEqual([401, 401, ...Array(28).fill(429)]);
+    expect((await from(app, '10.7.3.1', 'POST', '/tokens', { username: 'gina', password: user.password })).statusCode).toBe(429);
     const metrics = await from(app, '10.7.0.1', 'GET', '/metrics');
     const failures = /^corkboard_rate_limit_store_errors_total (\d+)$/m.exec(metrics.body);
-    // 5 reads + 3 failed and 1 good sign-in (address and username counters each), plus the sign-up's.
-    expect(Number(failures?.[1])).toBeGreaterThanOrEqual(5 + 3 * 2 + 2);
+    // At least: 6 reads, the sign-up, 31 sign-ins (each an address count and a username count).
+    expect(Number(failures?.[1])).toBeGreaterThanOrEqual(6 + 1 + 31 * 2);
+  });
+
+  it('when Redis goes away mid-window, what was counted there goes on being limited from memory', async () => {
+    const proxy = await redisProxy();
+    const app = await limited({ max: 4, authMax: 3 }, { redisUrl: `redis://127.0.0.1:${proxy.port}`, redisKeyPrefix: prefix() });
+    const user = await signUp(app, { username: 'hana', password: 'hana password 1' });
+    // With Redis up: the username reaches its limit, and an address nearly uses its quota.
+    const before = [];
+    for (let i = 0; i < 4; i++) before.push((await from(app, `10.8.2.${i}`, 'POST', '/tokens', { username: 'hana', password: `guess ${i}` })).statusCode);
+    expect(before).toEqual([401, 401, 401, 429]);
+    for (let i = 0; i < 3; i++) expect((await from(app, '10.8.0.1', 'GET', '/users')).statusCode).toBe(200);
+    expect(await redis.exists(`${app.config.redisKeyPrefix}signin:hana`)).toBe(1);
+
+    await proxy.close();
+    const after = [];
+    for (let i = 0; i < 30; i++) after.push((await from(app, `10.8.3.${i}`, 'POST', '/tokens', { username: 'hana', password: `guess ${i}` })).statusCode);
+    // Not one more guess was checked.
+    expect(after).toEqual(Array(30).fill(429));
+    expect((await from(app, '10.8.4.1', 'POST', '/tokens', { username: 'hana', password: user.password })).statusCode).toBe(429);
+    const reads = [];
+    for (let i = 0; i < 2; i++) reads.push((await from(app, '10.8.0.1', 'GET', '/users')).statusCode);
+    expect(reads).toEqual([200, 429]);
   });
 });
+
+/**
+ * A TCP relay to the machine's Redis that a test can take away (the Redis itself is shared and stays up): `close`
+ * stops listening and cuts every relayed connection, so the client sees Redis go down and cannot reconnect.
+ */
+async function redisProxy(): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(6379, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  let closed: Promise<void> | undefined;
+  const close = () =>
+    (closed ??= new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      for (const socket of sockets) socket.destroy();
+    }));
+  onTestFinished(close);
+  return { port, close };
+}

@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module';
 import type { FastifyBaseLogger } from 'fastify';
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
 import { Redis } from 'ioredis';
@@ -8,13 +7,14 @@ import { Counter, type Registry } from 'prom-client';
 const WARN_INTERVAL_MS = 60_000;
 
 /**
- * Reports failures of the counter store (Redis down, a command timed out). Requests go on without a limit
- * (fail open): a rate limiter must never take the service down with it. Every failure is counted in
- * `corkboard_rate_limit_store_errors_total`; the log gets one warning, then at most one per minute carrying
- * how many failures it stands for, so an outage under load does not write a line per request.
+ * Reports failures of the Redis counters (Redis down, a command timed out). A failed count is taken from this
+ * process's memory instead (`withFallback`): the request is served (fail open: a rate limiter must never take the
+ * service down with it) and still limited, per process. Every failure is counted in
+ * `corkboard_rate_limit_store_errors_total`; the log gets one warning, then at most one per minute carrying how many
+ * failures it stands for, so an outage under load does not write a line per request.
  */
 export interface StoreFailures {
-  /** A counter operation failed: the request it was for goes unlimited. */
+  /** A counter operation failed: the request it was for is counted in this process's memory. */
   report(error: unknown): void;
   /** The connection failed (no request affected by itself): logged, within the same one-a-minute budget. */
   warn(error: unknown): void;
@@ -23,7 +23,7 @@ export interface StoreFailures {
 export function storeFailures(registry: Registry, log: FastifyBaseLogger): StoreFailures {
   const counter = new Counter({
     name: 'corkboard_rate_limit_store_errors_total',
-    help: 'Rate-limit counter operations that failed (Redis unreachable or slow); those requests were served without a limit',
+    help: 'Rate-limit counter operations that failed in Redis (unreachable or slow); those requests were counted in the process\'s memory',
     registers: [registry],
   });
   let lastWarning = -Infinity;
@@ -32,7 +32,7 @@ export function storeFailures(registry: Registry, log: FastifyBaseLogger): Store
     const now = Date.now();
     if (now - lastWarning < WARN_INTERVAL_MS) return;
     lastWarning = now;
-    log.warn({ err: error, failures: unlogged }, 'rate-limit store failed; requests are served without a limit until it answers again');
+    log.warn({ err: error, failures: unlogged }, 'rate-limit store failed; each process counts in its own memory until Redis answers again');
     unlogged = 0;
   };
   return {
@@ -67,34 +67,125 @@ export async function connectRedis(url: string, failures: StoreFailures): Promis
   return redis;
 }
 
-interface RedisStoreCtor {
-  new (continueExceeding: boolean, exponentialBackoff: boolean, redis: Redis, key: string): FastifyRateLimitStore & {
-    incr: FastifyRateLimitStore['incr'];
+/**
+ * Fixed-window counters: the window of a key starts with its first count and lasts `windowMs`. The per-address
+ * rate limits and the per-username sign-in throttle both count through one of these.
+ */
+export interface WindowCounts {
+  /** Adds one to the key's count in its current window (starting one if none); the new count and ms left. */
+  increment(key: string, windowMs: number): Promise<{ count: number; ttlMs: number }>;
+  /** Takes one off the key's count if its window is still open. */
+  decrement(key: string): Promise<void>;
+}
+
+/**
+ * Counts in this process. A Map keeps insertion order and every key of one counter has the same window length, so
+ * the entries are ordered by when their window ends: expired ones are dropped from the front on each call, and
+ * memory holds only the keys counted within the last window (bounded by the addresses, or the usernames those
+ * addresses may try, in a window).
+ */
+export function memoryCounts(): WindowCounts {
+  const windows = new Map<string, { count: number; endsAt: number }>();
+  return {
+    increment(key, windowMs) {
+      const now = Date.now();
+      for (const [k, entry] of windows) {
+        if (entry.endsAt > now) break;
+        windows.delete(k);
+      }
+      let entry = windows.get(key);
+      if (!entry) windows.set(key, (entry = { count: 0, endsAt: now + windowMs }));
+      entry.count += 1;
+      return Promise.resolve({ count: entry.count, ttlMs: entry.endsAt - now });
+    },
+    decrement(key) {
+      const entry = windows.get(key);
+      if (entry && entry.endsAt > Date.now() && entry.count > 0) entry.count -= 1;
+      return Promise.resolve();
+    },
   };
 }
 
-// @fastify/rate-limit's own Redis store (an atomic INCR + PEXPIRE Lua script). The package has no export map;
-// its file is required directly, because the plugin builds a store only through its `store` option's constructor.
-const RedisStore = createRequire(import.meta.url)('@fastify/rate-limit/store/RedisStore.js') as RedisStoreCtor;
+// The window starts with the first count and the key expires with it (a key found without expiry gets one, so a
+// count can never stick). Both scripts run atomically in Redis, so processes sharing it count exactly.
+const INCREMENT = `
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+return {count, ttl}
+`;
+// Only while the key exists: a plain DECR after the window ended would create a key without expiry.
+const DECREMENT = `
+local count = tonumber(redis.call('GET', KEYS[1]))
+if count and count > 0 then redis.call('DECR', KEYS[1]) end
+return 0
+`;
+
+type CountCommands = Redis & {
+  corkboardCount(key: string, windowMs: number): Promise<[number, number]>;
+  corkboardUncount(key: string): Promise<number>;
+};
+
+/** Counts in Redis under `<prefix><key>`, shared by every process on it. Rejects when Redis cannot answer. */
+export function redisCounts(redis: Redis, prefix: string): WindowCounts {
+  const commands = redis as CountCommands;
+  // One client serves several counters: the scripts are defined on it once.
+  if (typeof commands.corkboardCount !== 'function') {
+    redis.defineCommand('corkboardCount', { numberOfKeys: 1, lua: INCREMENT });
+    redis.defineCommand('corkboardUncount', { numberOfKeys: 1, lua: DECREMENT });
+  }
+  return {
+    async increment(key, windowMs) {
+      const [count, ttlMs] = await commands.corkboardCount(`${prefix}${key}`, windowMs);
+      return { count, ttlMs };
+    },
+    async decrement(key) {
+      await commands.corkboardUncount(`${prefix}${key}`);
+    },
+  };
+}
 
 /**
- * The per-address counters in Redis, as a `store` for @fastify/rate-limit. One namespace (`<prefix>rate:`) for
- * every policy: the keys carry the policy name (see index.ts), so `child()` returns the same store, where the
- * plugin's own would key by route and give each route its own counter. Failures are reported here and then
- * passed on: the plugin's `skipOnError` serves the request.
+ * Redis counts, with this process's memory behind them (CONTRACT §6.3: no limit disappears while Redis is away).
+ * Every count is kept in memory too, so when Redis fails the limit goes on from what this process has seen in the
+ * current window, not from zero: a username or address already over its limit through this process stays refused.
+ * A failure is reported (metric, rate-limited warning) and never reaches the request.
  */
-export function redisStore(redis: Redis, prefix: string, failures: StoreFailures): FastifyRateLimitStoreCtor {
-  const inner = new RedisStore(false, false, redis, `${prefix}rate:`);
+export function withFallback(primary: WindowCounts, memory: WindowCounts, failures: StoreFailures): WindowCounts {
+  return {
+    async increment(key, windowMs) {
+      const local = await memory.increment(key, windowMs);
+      try {
+        return await primary.increment(key, windowMs);
+      } catch (error) {
+        failures.report(error);
+        return local;
+      }
+    },
+    async decrement(key) {
+      await memory.decrement(key);
+      await primary.decrement(key).catch((error: unknown) => failures.report(error));
+    },
+  };
+}
+
+/**
+ * The per-address counters as a store for @fastify/rate-limit, through its documented custom-store interface
+ * (`incr`, `child`). One store for every policy: the keys carry the policy name (see index.ts), so `child()`
+ * returns the same store, where the plugin's own would key by route and give each route its own counter. The store
+ * never fails (a Redis failure falls back to memory in `counts`).
+ * @see https://github.com/fastify/fastify-rate-limit#custom-store
+ */
+export function counterStore(counts: WindowCounts): FastifyRateLimitStoreCtor {
   const store: FastifyRateLimitStore = {
-    incr(key, callback, timeWindow, max) {
-      inner.incr(
-        key,
-        (error, result) => {
-          if (error) failures.report(error);
-          callback(error, result);
-        },
-        timeWindow,
-        max,
+    incr(key, callback, timeWindow) {
+      counts.increment(key, timeWindow).then(
+        ({ count, ttlMs }) => callback(null, { current: count, ttl: ttlMs }),
+        (error: unknown) => callback(error instanceof Error ? error : new Error(String(error))),
       );
     },
     child: () => store,

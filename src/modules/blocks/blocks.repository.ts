@@ -1,0 +1,54 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/types.js';
+import { pageLimit } from '../../shared/pagination.js';
+import { USER_COLUMNS, userShownTo, visiblePostCount, type Viewer } from '../../shared/visibility.js';
+import type { ListedUserRow, UserRelationRepository } from './user-relations.js';
+
+/** Whether a block stands between the two users, either way (two probes of the pair and target indexes). */
+export async function blockBetween(db: Kysely<Database>, a: number, b: number): Promise<boolean> {
+  const row = await db
+    .selectFrom('blocks')
+    .select('blocks.id')
+    .where((eb) =>
+      eb.or([
+        eb.and([eb('blocks.blocker_id', '=', a), eb('blocks.blocked_id', '=', b)]),
+        eb.and([eb('blocks.blocker_id', '=', b), eb('blocks.blocked_id', '=', a)]),
+      ]),
+    )
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Blocks by author (blocker): the rows behind /users/{id}/blocks. Pass a transaction's `db` to write. */
+export function createBlocksRepository(db: Kysely<Database>): UserRelationRepository {
+  const targets = (ownerId: number, viewer: Viewer) =>
+    db
+      .selectFrom('blocks')
+      .innerJoin('users', 'users.id', 'blocks.blocked_id')
+      .select(USER_COLUMNS)
+      .select(visiblePostCount(viewer))
+      .select('blocks.id as relation_id')
+      .where('blocks.blocker_id', '=', ownerId)
+      .where(userShownTo(viewer));
+  return {
+    list(ownerId, viewer, { limit, after }): Promise<ListedUserRow[]> {
+      let query = targets(ownerId, viewer).orderBy('blocks.id', 'desc').limit(pageLimit(limit));
+      if (after !== undefined) query = query.where('blocks.id', '<', after);
+      return query.execute();
+    },
+    find(ownerId, targetId, viewer) {
+      return targets(ownerId, viewer).where('blocks.blocked_id', '=', targetId).executeTakeFirst();
+    },
+    async insert(ownerId, targetId, now) {
+      await db.insertInto('blocks').values({ blocker_id: ownerId, blocked_id: targetId, created_at: now }).execute();
+      // Both sides are in a block now: their reads check it (Viewer.hasBlocks).
+      await db.updateTable('users').set((eb) => ({ block_count: eb('block_count', '+', 1) })).where('id', 'in', [ownerId, targetId]).execute();
+    },
+    async remove(ownerId, targetId) {
+      const result = await db.deleteFrom('blocks').where('blocker_id', '=', ownerId).where('blocked_id', '=', targetId).executeTakeFirst();
+      if (result.numDeletedRows === 0n) return false;
+      await db.updateTable('users').set((eb) => ({ block_count: eb('block_count', '-', 1) })).where('id', 'in', [ownerId, targetId]).execute();
+      return true;
+    },
+  };
+}

@@ -1,0 +1,156 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database, NotificationRow, NotificationType, Role } from '../../db/types.js';
+import { pageLimit } from '../../shared/pagination.js';
+import { actorHeardBy, visibleTo } from '../../shared/visibility.js';
+
+/** Whose notifications are read: the recipient (with their role, which decides what posts they may see). */
+export interface Recipient {
+  id: number;
+  role: Role;
+}
+
+export const NOTIFICATION_COLUMNS = [
+  'notifications.id',
+  'notifications.recipient_id',
+  'notifications.actor_id',
+  'notifications.type',
+  'notifications.post_id',
+  'notifications.reply_id',
+  'notifications.created_at',
+] as const;
+
+/** Past this many unread notifications the marker says 1000 (CONTRACT §10): the count stops there. */
+export const UNREAD_COUNT_CAP = 1000;
+
+/**
+ * THE statement of which notifications `recipient` may see (CONTRACT §9, §10): theirs, from an actor they may hear
+ * of (`actorHeardBy`: no block either way, not suspended) and about no post they may not see now (`visibleTo`,
+ * correlated to the notification's post), both rules of src/shared/visibility.ts. Every read of notifications (a
+ * page, one by id, the marker's unread count, the stream) starts here.
+ *
+ * The condition is tested with `IS TRUE`, as the posts list does (posts.repository.ts): left bare, SQLite may answer
+ * the OR with one index per branch and a sort, instead of walking `(recipient_id, id)` and filtering each row.
+ */
+export function visibleNotifications(db: Kysely<Database>, recipient: Recipient) {
+  return db
+    .selectFrom('notifications')
+    .where('notifications.recipient_id', '=', recipient.id)
+    .where((eb) => actorHeardBy(recipient.id)(eb))
+    .where((eb) =>
+      eb(
+        eb.parens(
+          eb.or([
+            eb('notifications.post_id', 'is', null),
+            eb.exists(
+              eb
+                .selectFrom('posts')
+                .select('posts.id')
+                .whereRef('posts.id', '=', 'notifications.post_id')
+                .where((inner) => visibleTo(recipient)(inner)),
+            ),
+          ]),
+        ),
+        'is',
+        sql.lit(true),
+      ),
+    );
+}
+
+/** Notification rows: reads through `visibleNotifications`, writes by the services that cause them. */
+export function createNotificationsRepository(db: Kysely<Database>) {
+  return {
+    /** A page, newest first, `limit + 1` rows below `before` (keyset on the id). */
+    page(recipient: Recipient, { limit, after, types }: { limit: number; after?: number; types?: readonly NotificationType[] }): Promise<NotificationRow[]> {
+      let query = visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS);
+      if (after !== undefined) query = query.where('notifications.id', '<', after);
+      if (types !== undefined) query = query.where('notifications.type', 'in', types);
+      return query.orderBy('notifications.id', 'desc').limit(pageLimit(limit)).execute();
+    },
+
+    findVisible(recipient: Recipient, id: number): Promise<NotificationRow | undefined> {
+      return visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS).where('notifications.id', '=', id).executeTakeFirst();
+    },
+
+    /** Those of `ids` that exist and are visible (and of `types`, when given): a stream's batch, judged as it is sent. */
+    findVisibleMany(recipient: Recipient, ids: readonly number[], types?: readonly NotificationType[]): Promise<NotificationRow[]> {
+      if (ids.length === 0) return Promise.resolve([]);
+      let query = visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS).where('notifications.id', 'in', ids);
+      if (types !== undefined) query = query.where('notifications.type', 'in', types);
+      return query.execute();
+    },
+
+    /**
+     * The visible notifications newer than `lastReadId`, counted up to UNREAD_COUNT_CAP + 1: one range of the
+     * `(recipient_id, id)` index cut short by the LIMIT, so 100,000 unread cost what 1,001 do.
+     */
+    async unreadCount(recipient: Recipient, lastReadId: number): Promise<number> {
+      const row = await db
+        .selectFrom(
+          visibleNotifications(db, recipient)
+            .select('notifications.id')
+            .where('notifications.id', '>', lastReadId)
+            .orderBy('notifications.id')
+            .limit(sql.lit(UNREAD_COUNT_CAP + 1))
+            .as('unread'),
+        )
+        .select((eb) => eb.fn.countAll<number | string>().as('n'))
+        .executeTakeFirstOrThrow();
+      return Math.min(Number(row.n), UNREAD_COUNT_CAP);
+    },
+
+    async marker(userId: number): Promise<number> {
+      const row = await db.selectFrom('notification_markers').select('last_read_id').where('user_id', '=', userId).executeTakeFirst();
+      return row === undefined ? 0 : Number(row.last_read_id);
+    },
+
+    /** Moves the marker to `lastReadId` unless it is further already (one statement: racing PUTs keep the highest). */
+    async advanceMarker(userId: number, lastReadId: number): Promise<void> {
+      await db
+        .insertInto('notification_markers')
+        .values({ user_id: userId, last_read_id: lastReadId })
+        .onConflict((oc) =>
+          oc
+            .column('user_id')
+            .doUpdateSet({ last_read_id: (eb) => eb.ref('excluded.last_read_id') })
+            .where((eb) => eb('notification_markers.last_read_id', '<', eb.ref('excluded.last_read_id'))),
+        )
+        .execute();
+    },
+
+    async insert(rows: ReadonlyArray<{ recipient_id: number; actor_id: number; type: NotificationType; post_id?: number; reply_id?: number }>): Promise<void> {
+      if (rows.length === 0) return;
+      const created_at = new Date().toISOString();
+      await db
+        .insertInto('notifications')
+        .values(rows.map((row) => ({ post_id: null, reply_id: null, ...row, created_at })))
+        .execute();
+    },
+
+    /** The recipients already told about mentions in this post (replyId undefined) or reply. */
+    async mentioned(postId: number, replyId: number | undefined): Promise<number[]> {
+      let query = db.selectFrom('notifications').select('recipient_id').where('type', '=', 'mention').where('post_id', '=', postId);
+      query = replyId === undefined ? query.where('reply_id', 'is', null) : query.where('reply_id', '=', replyId);
+      return (await query.execute()).map((row) => Number(row.recipient_id));
+    },
+
+    async removeMentions(postId: number, replyId: number | undefined, recipients: readonly number[]): Promise<void> {
+      if (recipients.length === 0) return;
+      let query = db.deleteFrom('notifications').where('type', '=', 'mention').where('post_id', '=', postId).where('recipient_id', 'in', recipients);
+      query = replyId === undefined ? query.where('reply_id', 'is', null) : query.where('reply_id', '=', replyId);
+      await query.execute();
+    },
+
+    /** Undoes a follow's or a recommend's notification (the actor/recipient index finds it). */
+    async remove(where: { type: 'follow' | 'recommend'; recipientId: number; actorId: number; postId?: number }): Promise<void> {
+      let query = db
+        .deleteFrom('notifications')
+        .where('actor_id', '=', where.actorId)
+        .where('recipient_id', '=', where.recipientId)
+        .where('type', '=', where.type);
+      if (where.postId !== undefined) query = query.where('post_id', '=', where.postId);
+      await query.execute();
+    },
+  };
+}
+
+export type NotificationsRepository = ReturnType<typeof createNotificationsRepository>;

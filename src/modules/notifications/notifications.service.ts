@@ -1,0 +1,199 @@
+import { sql, type Kysely } from 'kysely';
+import type { Tx } from '../../db/store.js';
+import type { Database, NotificationType, PostRow, ReplyRow } from '../../db/types.js';
+import { visibleTo } from '../../shared/visibility.js';
+import { usernameKey } from '../users/users.repository.js';
+import { createNotificationsRepository, type Recipient } from './notifications.repository.js';
+
+// Notifications are written inside the transaction of the write that causes them (CONTRACT §10): the services of
+// follows, replies, recommends and posts call these with their `tx`, so a write that rolls back leaves none.
+// Undoing a cause removes its notification: the foreign keys cascade them with a deleted reply or post; the
+// functions below remove the rest (an account's deletion, an unfollow, a withdrawn recommend, an edit that drops a
+// mention).
+//
+// Lock order. Every insert or delete of a notification bumps the one row of `notification_position` (the stream
+// log's counter, see the migration), which then stays locked until the commit. So that two writers never wait on
+// each other in a circle, that row is taken after the users' and posts' rows a write locks, and before the post
+// stream's counter (`stream_position`): posts record their stream event after their mentions are written, a reply's
+// delete locks its post before the cascade, and an account's deletion removes its notifications before its posts'
+// events are recorded.
+
+/** At most this many users are notified by one post's or reply's mentions: the first distinct names that name users. */
+export const MAX_MENTIONS = 20;
+
+/**
+ * `@name` where neither the character before the `@` nor the one after the name can be part of a username
+ * (`ann@example.com` mentions nobody): the name is the whole run of username characters after the `@`.
+ */
+const MENTION = /(?<![A-Za-z0-9_])@([A-Za-z0-9_]+)/g;
+
+/** The distinct (lower-cased) names mentioned in `texts`, in order of first appearance; only lengths a username can have. */
+export function mentionedNames(...texts: string[]): string[] {
+  const names = new Set<string>();
+  for (const text of texts) {
+    for (const match of text.matchAll(MENTION)) {
+      const name = match[1]!;
+      if (name.length >= 3 && name.length <= 32) names.add(usernameKey(name));
+    }
+  }
+  return [...names];
+}
+
+/** The users the first MAX_MENTIONS names that name users name, in that order: one statement for all the names. */
+async function mentionedUsers(db: Kysely<Database>, names: readonly string[]): Promise<Recipient[]> {
+  if (names.length === 0) return [];
+  const rows = await db.selectFrom('users').select(['id', 'role', 'username_key']).where('username_key', 'in', names).execute();
+  const byName = new Map(rows.map((row) => [row.username_key, { id: Number(row.id), role: row.role }]));
+  return names.flatMap((name) => byName.get(name) ?? []).slice(0, MAX_MENTIONS);
+}
+
+/**
+ * Which of `candidates` may see the post now, by the shared rule (`visibleTo`), in one statement: one
+ * `SELECT … WHERE visibleTo(candidate)` per candidate, joined by UNION ALL. No notification is created about a post
+ * its recipient may not see (CONTRACT §10). The ids are bound, not written into the text: the statement is then one
+ * of 20 texts, prepared once each (with literals SQLite prepared every post's anew, four times the cost).
+ */
+async function whoMaySee(db: Kysely<Database>, postId: number, candidates: readonly Recipient[]): Promise<Set<number>> {
+  if (candidates.length === 0) return new Set();
+  const one = (candidate: Recipient) =>
+    db.selectFrom('posts').select(sql<number>`cast(${candidate.id} as bigint)`.as('viewer')).where('posts.id', '=', postId).where(visibleTo(candidate));
+  const [first, ...rest] = candidates;
+  let query = one(first!);
+  for (const candidate of rest) query = query.unionAll(one(candidate));
+  return new Set((await query.execute()).map((row) => Number(row.viewer)));
+}
+
+/**
+ * Which of `recipients` hear of `actorId` at all (CONTRACT §9, §10): none across a block, either way, and none from a
+ * user the recipient mutes. One statement; the blocks and mutes indexes answer it.
+ */
+async function hearers(db: Kysely<Database>, actorId: number, recipients: readonly number[]): Promise<Set<number>> {
+  if (recipients.length === 0) return new Set();
+  const shut = await db
+    .selectFrom('blocks')
+    .select('blocks.blocked_id as id')
+    .where('blocks.blocker_id', '=', actorId)
+    .where('blocks.blocked_id', 'in', recipients)
+    .unionAll(db.selectFrom('blocks').select('blocks.blocker_id as id').where('blocks.blocked_id', '=', actorId).where('blocks.blocker_id', 'in', recipients))
+    .unionAll(db.selectFrom('mutes').select('mutes.muter_id as id').where('mutes.muted_id', '=', actorId).where('mutes.muter_id', 'in', recipients))
+    .execute();
+  const out = new Set(shut.map((row) => Number(row.id)));
+  return new Set(recipients.filter((id) => !out.has(id)));
+}
+
+/** The post's owner, with their role; undefined when the post is gone. */
+async function ownerOf(db: Kysely<Database>, postId: number): Promise<Recipient | undefined> {
+  const row = await db
+    .selectFrom('posts')
+    .innerJoin('users', 'users.id', 'posts.owner_id')
+    .select(['users.id', 'users.role'])
+    .where('posts.id', '=', postId)
+    .executeTakeFirst();
+  return row && { id: Number(row.id), role: row.role };
+}
+
+/**
+ * Brings the mention notifications of a post (`reply` undefined) or a reply in line with its text: the users it
+ * mentions now (but its author, and `exclude`) who may see the post and were not told yet are notified; those told
+ * before whom it no longer mentions lose theirs. `fresh`: the text is new, nobody was told yet.
+ */
+async function syncMentions(
+  tx: Tx,
+  about: { postId: number; replyId?: number; authorId: number; texts: string[]; exclude?: number; fresh: boolean },
+): Promise<void> {
+  const notifications = createNotificationsRepository(tx.db);
+  const names = mentionedNames(...about.texts);
+  if (about.fresh && names.length === 0) return;
+  const mentioned = (await mentionedUsers(tx.db, names)).filter((user) => user.id !== about.authorId && user.id !== about.exclude);
+  const told = about.fresh ? [] : await notifications.mentioned(about.postId, about.replyId);
+  const now = new Set(mentioned.map((user) => user.id));
+  await notifications.removeMentions(about.postId, about.replyId, told.filter((id) => !now.has(id)));
+  const already = new Set(told);
+  const heard = await hearers(tx.db, about.authorId, mentioned.filter((user) => !already.has(user.id)).map((user) => user.id));
+  const fresh = mentioned.filter((user) => heard.has(user.id));
+  const allowed = await whoMaySee(tx.db, about.postId, fresh);
+  await notifications.insert(
+    fresh
+      .filter((user) => allowed.has(user.id))
+      .map((user) => ({
+        recipient_id: user.id,
+        actor_id: about.authorId,
+        type: 'mention' as const,
+        post_id: about.postId,
+        ...(about.replyId !== undefined ? { reply_id: about.replyId } : {}),
+      })),
+  );
+}
+
+/** `followerId` followed `followeeId` (never oneself: the route refuses that). */
+export async function notifyFollow(tx: Tx, followerId: number, followeeId: number): Promise<void> {
+  if (!(await hearers(tx.db, followerId, [followeeId])).has(followeeId)) return;
+  await createNotificationsRepository(tx.db).insert([{ recipient_id: followeeId, actor_id: followerId, type: 'follow' }]);
+}
+
+export async function unnotifyFollow(tx: Tx, followerId: number, followeeId: number): Promise<void> {
+  await createNotificationsRepository(tx.db).remove({ type: 'follow', recipientId: followeeId, actorId: followerId });
+}
+
+/** `userId` recommended the post: its owner is told, unless it is their own. */
+export async function notifyRecommend(tx: Tx, userId: number, postId: number): Promise<void> {
+  const owner = await ownerOf(tx.db, postId);
+  if (!owner || owner.id === userId) return;
+  if (!(await hearers(tx.db, userId, [owner.id])).has(owner.id)) return;
+  if (!(await whoMaySee(tx.db, postId, [owner])).has(owner.id)) return;
+  await createNotificationsRepository(tx.db).insert([{ recipient_id: owner.id, actor_id: userId, type: 'recommend', post_id: postId }]);
+}
+
+export async function unnotifyRecommend(tx: Tx, userId: number, postId: number): Promise<void> {
+  const owner = await ownerOf(tx.db, postId);
+  if (!owner) return;
+  await createNotificationsRepository(tx.db).remove({ type: 'recommend', recipientId: owner.id, actorId: userId, postId });
+}
+
+/**
+ * A new reply: the post's owner gets a `reply` (unless they wrote it), the users it mentions a `mention`; an owner
+ * who is also mentioned gets the one `reply` only. Its deletion cascades both away.
+ */
+export async function notifyReply(tx: Tx, reply: ReplyRow): Promise<void> {
+  const owner = await ownerOf(tx.db, reply.post_id);
+  if (!owner) return;
+  if (
+    owner.id !== reply.author_id &&
+    (await hearers(tx.db, reply.author_id, [owner.id])).has(owner.id) &&
+    (await whoMaySee(tx.db, reply.post_id, [owner])).has(owner.id)
+  ) {
+    const row = { recipient_id: owner.id, actor_id: reply.author_id, type: 'reply' as NotificationType, post_id: reply.post_id, reply_id: reply.id };
+    await createNotificationsRepository(tx.db).insert([row]);
+  }
+  await syncMentions(tx, { postId: reply.post_id, replyId: reply.id, authorId: reply.author_id, texts: [reply.content], exclude: owner.id, fresh: true });
+}
+
+/** A reply's content was replaced: mentions added notify, mentions dropped lose their notification. */
+export async function replyEdited(tx: Tx, reply: ReplyRow): Promise<void> {
+  const owner = await ownerOf(tx.db, reply.post_id);
+  if (!owner) return;
+  await syncMentions(tx, { postId: reply.post_id, replyId: reply.id, authorId: reply.author_id, texts: [reply.content], exclude: owner.id, fresh: false });
+}
+
+/** A post was created (`fresh`) or replaced: its title's and content's mentions, as for a reply. */
+export async function postWritten(tx: Tx, post: PostRow, fresh: boolean): Promise<void> {
+  await syncMentions(tx, { postId: post.id, authorId: post.owner_id, texts: [post.title, post.content], fresh });
+}
+
+/**
+ * Everything an account's deletion takes from the notifications: those it received, those it caused, and those
+ * about its posts (others' replies and mentions there; the posts' cascade would take these too, but after the post
+ * stream's events, see the lock order above). There is no foreign key to users (see the migration): this is what
+ * removes them. No `userId`: every account (DELETE /users).
+ */
+export async function removeAccountNotifications(tx: Tx, userId?: number): Promise<void> {
+  const all = tx.db.deleteFrom('notifications');
+  if (userId === undefined) {
+    await all.execute();
+    return;
+  }
+  // Three statements, each over its own index (one OR would be a scan of the table on PostgreSQL).
+  await all.where('recipient_id', '=', userId).execute();
+  await all.where('actor_id', '=', userId).execute();
+  await all.where('post_id', 'in', (eb) => eb.selectFrom('posts').select('posts.id').where('posts.owner_id', '=', userId)).execute();
+}
