@@ -19,6 +19,11 @@ function el(tag, attributes = {}, ...children) {
   return node;
 }
 
+/** Replaces a node's children, skipping the empty ones (DOM's replaceChildren would write "undefined"). */
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((child) => child !== undefined && child !== null && child !== false));
+}
+
 function announce(text) {
   $('status').textContent = text;
 }
@@ -149,7 +154,8 @@ function reportCard(report) {
 }
 
 function renderReportSummary(card, report) {
-  card.replaceChildren(
+  fill(
+    card,
     el('h3', {}, `Report ${report.id}: ${report.reason} (${report.status})`),
     el('p', { class: 'meta' }, `${report.subject.type} ${report.subject.id}, reported ${new Date(report.createdAt).toLocaleString()}`),
     report.comment ? el('p', {}, report.comment) : undefined,
@@ -203,7 +209,8 @@ async function openReport(card, id) {
       const shown = card.querySelector('.result');
       shown.className = 'result done';
       shown.textContent = `${label}: done.`;
-      if (outcome.leavesQueue && $('status-filter').value && $('status-filter').value !== outcome.status) card.remove();
+      // A report whose status no longer matches the filter leaves the queue shown.
+      if (outcome.movedTo && $('status-filter').value && $('status-filter').value !== outcome.movedTo) card.remove();
     } else if (outcome.status === 412) {
       await openReport(card, id);
       const shown = card.querySelector('.result');
@@ -217,12 +224,13 @@ async function openReport(card, id) {
   const decide = (status) =>
     act(status === 'open' ? 'Reopen' : status === 'resolved' ? 'Resolve' : 'Dismiss', async () => {
       const put = await api('PUT', `/reports/${id}`, { body: { status, resolution: resolution.value }, headers: { 'if-match': answer.etag } });
-      return { ...put, leavesQueue: true, status };
+      return { ...put, movedTo: status };
     });
 
   const author = subject.author;
   const suspended = author?.suspension !== undefined;
-  card.replaceChildren(
+  fill(
+    card,
     el('h3', {}, `Report ${report.id}: ${report.reason} (${report.status})`),
     el('p', { class: 'meta' }, `By ${nameOf(reporter, report.reporterId)}, ${new Date(report.createdAt).toLocaleString()}`),
     report.comment ? el('p', {}, `“${report.comment}”`) : undefined,
@@ -344,21 +352,23 @@ async function renderPerson(card, id) {
       result.textContent = `${label} failed: ${problem(outcome)}`;
     }
   };
-  card.replaceChildren(
+  const controls = who.suspension
+    ? [
+        el('p', {}, `Suspended: ${who.suspension.reason}`),
+        el('button', { type: 'button', class: 'secondary', onclick: () => act('Lift the suspension', () => api('DELETE', `/users/${id}/suspension`)) }, 'Lift the suspension'),
+      ]
+    : who.user.role === 'admin'
+      ? []
+      : [
+          el('label', { for: reasonId }, 'Suspension reason'),
+          reason,
+          el('button', { type: 'button', class: 'danger', onclick: () => act('Suspend', () => api('PUT', `/users/${id}/suspension`, { body: { reason: reason.value } })) }, 'Suspend'),
+        ];
+  fill(
+    card,
     el('h3', {}, nameOf(who, id), ' ', who.suspension ? el('span', { class: 'badge suspended' }, 'suspended') : undefined),
     el('p', { class: 'meta' }, `${who.user.role}, ${who.user.followerCount} followers, ${who.user.postCount} posts`),
-    who.suspension
-      ? [
-          el('p', {}, `Suspended: ${who.suspension.reason}`),
-          el('button', { type: 'button', class: 'secondary', onclick: () => act('Lift the suspension', () => api('DELETE', `/users/${id}/suspension`)) }, 'Lift the suspension'),
-        ]
-      : who.user.role === 'admin'
-        ? undefined
-        : [
-            el('label', { for: reasonId }, 'Suspension reason'),
-            reason,
-            el('button', { type: 'button', class: 'danger', onclick: () => act('Suspend', () => api('PUT', `/users/${id}/suspension`, { body: { reason: reason.value } })) }, 'Suspend'),
-          ],
+    ...controls,
     result,
   );
 }
