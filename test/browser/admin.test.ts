@@ -76,7 +76,7 @@ describe.runIf(browserTestsRun('test/browser/admin.test.ts'))('/admin in a brows
       await page.getByRole('button', { name: 'Sign in' }).click();
       await page.getByRole('heading', { name: 'For admins only' }).waitFor();
       expect(await page.locator('#admin-view').isVisible()).toBe(false);
-      const memberToken = await page.evaluate(() => JSON.parse(sessionStorage.getItem('corkboard-admin-session') ?? 'null')?.token as string);
+      const memberToken = String(await page.evaluate("JSON.parse(sessionStorage.getItem('corkboard-admin-session') ?? 'null')?.token"));
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByRole('heading', { name: 'Sign in' }).waitFor();
       expect((await request(server.url, 'GET', '/reports/1', { token: memberToken })).status).toBe(401);
@@ -155,7 +155,7 @@ describe.runIf(browserTestsRun('test/browser/admin.test.ts'))('/admin in a brows
       await page.getByLabel('Password').fill(ADMIN.password);
       await page.getByRole('button', { name: 'Sign in' }).click();
       await page.getByRole('heading', { name: 'Reports' }).waitFor();
-      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(360);
+      expect(Number(await page.evaluate('document.documentElement.scrollWidth'))).toBeLessThanOrEqual(360);
     } finally {
       await context.close();
     }
