@@ -23,7 +23,7 @@ export type Problem = Schemas['Problem'];
 export type EnvelopeError = Schemas['EnvelopeError'];
 /**
  * JSON answers only: `GET /posts` and `GET /users/{user_id}/feed` also describe a `text/event-stream` answer (a
- * live stream, read with fetch, see the README), which would otherwise widen their `data` to `string | Post[]`.
+ * live stream, read with fetch, see docs/API.md, "Live streams"), which would otherwise widen their `data` to `string | Post[]`.
  */
 type JsonMedia = `${string}/${string}json`;
 export type CorkboardClient = Client<paths, JsonMedia>;

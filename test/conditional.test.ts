@@ -168,7 +168,7 @@ describe('GET: ETag, Cache-Control, Vary, If-None-Match', () => {
     expect(head.headers.etag).toBe(tag);
   });
 
-  // README, "Choices where the contract is silent": a request is counted when it arrives, before anything tells
+  // docs/DESIGN.md, "Choices where the contract is silent": a request is counted when it arrives, before anything tells
   // whether it will be a 304, so a 304 draws on the quota like a 200, and If-None-Match does not get past a 429.
   it('a 304 counts against the rate limit like a 200', async () => {
     const app = await buildTestApp({ rateLimit: { enabled: true, max: 3, authMax: 100, windowMs: 60_000 } });

@@ -109,7 +109,7 @@ function newPool(url: string, options: StoreOptions, extra: { max: number; conne
   const timeoutMs = options.statementTimeoutMs ?? 5000;
   // Startup options: UTC, so timestamps read back as SQLite stores them; a statement (or its wait for a lock) is
   // cancelled after the timeout. A transaction pooler (PG_PREPARED_STATEMENTS=off) rejects startup options: there
-  // the role's settings apply (see the README).
+  // the role's settings apply (see docs/OPERATIONS.md, "Behind PgBouncer").
   const settings = [`-c TimeZone=UTC`, `-c statement_timeout=${timeoutMs}`];
   if (options.pgSchema) settings.push(`-c search_path=${options.pgSchema}`);
   const behindPooler = options.preparedStatements === false;

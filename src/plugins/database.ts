@@ -44,7 +44,7 @@ export default fp<DatabasePluginOptions>(
     app.decorate('db', store.db);
     app.decorate('cursors', createCursorCodec(await cursorSecret(store)));
     // Behind a transaction pooler (PG_PREPARED_STATEMENTS=off) no session settings reach the server, so
-    // DB_STATEMENT_TIMEOUT_MS cannot be set: the role's statement_timeout applies (README, "Behind PgBouncer").
+    // DB_STATEMENT_TIMEOUT_MS cannot be set: the role's statement_timeout applies (docs/OPERATIONS.md, "Behind PgBouncer").
     // Without one, a statement waiting on a lock waits without bound; say so at start-up rather than in an incident.
     if (store.dialect === 'postgres' && !app.config.pgPreparedStatements) {
       const { rows } = await sql<{ statement_timeout: string }>`show statement_timeout`.execute(store.db);

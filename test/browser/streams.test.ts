@@ -3,11 +3,11 @@ import { browserTestsRun, useServerAndBrowser } from '../helpers/browser.js';
 import { request } from '../helpers/server-process.js';
 
 /**
- * A live stream read in a real browser the way the README shows it: with fetch and a stream reader (EventSource
+ * A live stream read in a real browser the way docs/API.md ("Live streams") shows it: with fetch and a stream reader (EventSource
  * cannot send an Authorization header), from the API's own origin and from another one (CORS).
  */
 
-/** The README's reader, run in the page: collects `count` events of a followers-only stream, then stops. */
+/** The reader in docs/API.md, run in the page: collects `count` events of a followers-only stream, then stops. */
 const READER = `async ({ url, token, count }) => {
   const res = await fetch(url, { headers: { accept: 'text/event-stream', authorization: 'Bearer ' + token } });
   if (!res.ok) return { status: res.status, events: [] };
