@@ -19,6 +19,7 @@ export interface Database {
   stream_events: StreamEventsTable;
   stream_position: StreamPositionTable;
   idempotency_keys: IdempotencyKeysTable;
+  post_search: PostSearchTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -42,6 +43,8 @@ export interface UsersTable {
   followers_post_count: Generated<number>;
   /** Bumped by every password change; a token is valid only while it carries the current one. */
   password_version: Generated<number>;
+  /** The words GET /users?q= finds the user by, each after a space (src/modules/search/search.text.ts). */
+  search_words: Generated<string>;
   created_at: string;
   updated_at: string;
 }
@@ -75,6 +78,16 @@ export interface PostsTable {
   recommend_count: Generated<number>;
   created_at: string;
   updated_at: string;
+}
+
+/**
+ * The post search index (src/db/search-sql.ts), one entry per post holding the words of its title and content.
+ * SQLite: an FTS5 table whose rowid is the post id (no `post_id` column: write it through search-sql.ts only).
+ * PostgreSQL: a table of (post_id, words tsvector) under a GIN index.
+ */
+export interface PostSearchTable {
+  post_id: number;
+  words: string;
 }
 
 export interface RepliesTable {

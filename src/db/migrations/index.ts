@@ -6,6 +6,7 @@ import * as fanoutQueue from './20261121T1100_fanout_queue.js';
 import * as visibleCounts from './20261125T0100_visible_post_counts_and_password_version.js';
 import * as idempotencyKeys from './20261125T0200_idempotency_keys.js';
 import * as streamEvents from './20261125T0200_stream_events.js';
+import * as search from './20261127T1300_search.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -19,4 +20,5 @@ export const migrations: Record<string, Migration> = {
   '20261125T0100_visible_post_counts_and_password_version': visibleCounts,
   '20261125T0200_idempotency_keys': idempotencyKeys,
   '20261125T0200_stream_events': streamEvents,
+  '20261127T1300_search': search,
 };

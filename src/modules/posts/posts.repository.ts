@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { matchingPosts, type SearchTerm } from '../../db/search-sql.js';
 import type { Database, PostRow, Visibility } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
 import { POST_COLUMNS, visibleTo, type Viewer } from '../../shared/visibility.js';
@@ -7,6 +8,12 @@ export interface PageOptions {
   limit: number;
   /** The id after which the page starts (newest first: only smaller ids follow). */
   after?: number;
+}
+
+/** Search (CONTRACT §11): only the posts matching `terms` (search.query.ts), and only `ownerId`'s when given. */
+export interface PostSearch {
+  terms: readonly SearchTerm[];
+  ownerId?: number;
 }
 
 /** The per-visibility counter on the owner's row that a post of this visibility is counted in, besides post_count. */
@@ -28,9 +35,14 @@ export function createPostsRepository(db: Kysely<Database>) {
    * the OR with `IS TRUE` (same truth table for a WHERE clause, standard SQL on both engines) turns it into a row
    * filter, and the ORDER BY is served by the primary key again. The EXPLAIN test in posts.test.ts pins this.
    */
-  function listQuery(viewer: Viewer, { limit, after }: PageOptions) {
+  function listQuery(viewer: Viewer, { limit, after }: PageOptions, search?: PostSearch) {
     let query = db.selectFrom('posts').select(POST_COLUMNS);
     query = viewer ? query.where((eb) => eb(eb.parens(visibleTo(viewer)(eb)), 'is', sql.lit(true))) : query.where(visibleTo(viewer));
+    // Search: these same visible posts, narrowed to the matches and paged over the search index (db/search-sql.ts).
+    if (search) {
+      if (search.ownerId !== undefined) query = query.where('posts.owner_id', '=', search.ownerId);
+      return matchingPosts(db, query, search.terms, after).limit(pageLimit(limit));
+    }
     if (after !== undefined) query = query.where('posts.id', '<', after);
     return query.orderBy('posts.id', 'desc').limit(pageLimit(limit));
   }
@@ -46,7 +58,7 @@ export function createPostsRepository(db: Kysely<Database>) {
     listQuery,
     listByOwnerQuery,
 
-    list: (viewer: Viewer, page: PageOptions): Promise<PostRow[]> => listQuery(viewer, page).execute(),
+    list: (viewer: Viewer, page: PageOptions, search?: PostSearch): Promise<PostRow[]> => listQuery(viewer, page, search).execute(),
 
     listByOwner: (ownerId: number, viewer: Viewer, page: PageOptions): Promise<PostRow[]> =>
       listByOwnerQuery(ownerId, viewer, page).execute(),

@@ -2,6 +2,7 @@ import type { Store, Tx } from '../../db/store.js';
 import type { PostRow, Visibility } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import type { PostChanges } from '../../shared/post-changes.js';
+import { indexPost } from '../search/search.repository.js';
 import { createPostsRepository } from './posts.repository.js';
 
 /**
@@ -25,6 +26,7 @@ export async function createPost(
     // author's concurrent posts then carry createdAt in the order of their ids, on PostgreSQL as on SQLite.
     const createdAt = new Date().toISOString();
     const post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
+    await indexPost(tx.db, post, false); // search (CONTRACT §11): in the same transaction
     await changes.record(tx, { kind: 'created', post });
     await withinTransaction?.(tx, post);
     return post;
@@ -53,6 +55,8 @@ export async function replacePost(
     // Strictly later than the last write: see Precondition.
     const post = await posts.update(current.id, { ...input, updated_at: updatedAfter(previous.updated_at) });
     if (!post) return undefined;
+    // Search (CONTRACT §11): the new words, in the same transaction; visibility is checked when searching.
+    if (previous.title !== post.title || previous.content !== post.content) await indexPost(tx.db, post, true);
     if (previous.visibility !== post.visibility) {
       await posts.countPost(post.owner_id, previous.visibility, -1);
       await posts.countPost(post.owner_id, post.visibility, 1);
@@ -79,6 +83,7 @@ export async function deletePost(
     if ((await tx.lockRows('posts', [current.id])).length === 0) return false;
     await options.ifMatch?.(tx.db);
     const posts = createPostsRepository(tx.db);
+    // Its search entry goes with the row (db/search-sql.ts: a trigger on SQLite, the foreign key on PostgreSQL).
     const post = await posts.remove(current.id);
     if (!post) return false;
     await posts.countPost(post.owner_id, post.visibility, -1);
