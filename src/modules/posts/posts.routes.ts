@@ -54,7 +54,6 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         querystring: SearchPostsQuerySchema,
         response: {
           200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
-          400: problems[400]('A malformed query parameter, or a search with no word to find (naming `q`)'),
           401: problems[401],
         },
       },
@@ -181,7 +180,6 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         querystring: SearchPostsQuerySchema,
         response: {
           200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
-          400: problems[400]('A malformed id or query parameter, or a search with no word to find (naming `q`)'),
           401: problems[401],
           404: problems[404]('user'),
         },

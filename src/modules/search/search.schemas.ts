@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { PageQuerySchema } from '../../shared/schemas.js';
+import { PageQuerySchema, STORABLE_TEXT_PATTERN } from '../../shared/schemas.js';
 import { MAX_QUERY_LENGTH, MAX_TERMS } from './search.query.js';
 
 const POST_QUERY_HELP =
@@ -13,11 +13,11 @@ const USER_QUERY_HELP =
   'a word of their username (split at `_`) or display name, in any letter case and ignoring the diacritics of Latin ' +
   'letters; then in lower-cased username order. A query with no word is a 400.';
 
-/** `PageQuerySchema` plus `q`, for GET /posts and GET /users/{id}/posts. */
+/** `PageQuerySchema` plus `q`, for GET /posts and GET /users/{id}/posts. Like all text, no U+0000 (400, CONTRACT §1). */
 export const SearchPostsQuerySchema = Type.Object({
   ...PageQuerySchema.properties,
-  q: Type.Optional(Type.String({ maxLength: MAX_QUERY_LENGTH, description: POST_QUERY_HELP, examples: ['"farmers market" fresh -closed'] })),
+  q: Type.Optional(Type.String({ maxLength: MAX_QUERY_LENGTH, pattern: STORABLE_TEXT_PATTERN, description: POST_QUERY_HELP, examples: ['"farmers market" fresh -closed'] })),
 });
 
 /** The `q` of GET /users. */
-export const UserSearchParam = Type.Optional(Type.String({ maxLength: MAX_QUERY_LENGTH, description: USER_QUERY_HELP, examples: ['ann'] }));
+export const UserSearchParam = Type.Optional(Type.String({ maxLength: MAX_QUERY_LENGTH, pattern: STORABLE_TEXT_PATTERN, description: USER_QUERY_HELP, examples: ['ann'] }));

@@ -1,9 +1,18 @@
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
-import { sql } from 'kysely';
-import { describe, expect, it } from 'vitest';
-import { buildTestApp, call } from '../../../test/helpers/build-test-app.js';
+import { Kysely, Migrator, SqliteDialect, sql } from 'kysely';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { buildApp } from '../../app.js';
+import { migrations } from '../../db/migrations/index.js';
+import { openStore } from '../../db/open.js';
+import type { Store } from '../../db/store.js';
+import type { Database, Visibility } from '../../db/types.js';
+import { buildTestApp, call, testConfig } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish } from '../../../test/helpers/api.js';
-import { backend, sqlitePlan } from '../../../test/helpers/database.js';
+import { backend, freshDatabase, sqlitePlan } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { createPostsRepository } from '../posts/posts.repository.js';
 import { parsePostQuery, parseUserQuery } from './search.query.js';
@@ -88,7 +97,7 @@ const FINDS: [string, string[]][] = [
 ];
 
 /** Queries with nothing to match, or over the limits: 400 naming q. */
-const REFUSED = ['', '   ', '-cafe', '"" - * ', '-"new york"', '---', 'a'.repeat(201), 'a b c d e f g h i j k', '"a b c d e f g h i j k"', '-a b c d e f g h i j k'];
+const REFUSED = ['', 'cafe\u0000', '   ', '-cafe', '"" - * ', '-"new york"', '---', 'a'.repeat(201), 'a b c d e f g h i j k', '"a b c d e f g h i j k"', '-a b c d e f g h i j k'];
 
 async function publishAll(app: FastifyInstance, owner: TestUser): Promise<Record<string, number>> {
   const ids: Record<string, number> = {};
@@ -289,6 +298,51 @@ describe('GET /users?q=', () => {
     expect(res.statusCode).toBe(200);
     expect(ids(await call(app, 'GET', '/users?q=quen'))).toEqual([]);
     expect(ids(await call(app, 'GET', '/users?q=rex%20new'))).toEqual([user.id]);
+  });
+});
+
+describe('the search migration', () => {
+  /** A database at the schema before search, holding a user and two posts written as that version wrote them. */
+  async function storeBeforeSearch(): Promise<Store> {
+    const rows = async (db: Kysely<Database>) => {
+      const at = new Date().toISOString();
+      const user = { username: 'Old_Timer', username_key: 'old_timer', display_name: 'Zoë', bio: '', role: 'member' as const, password_hash: 'x', created_at: at, updated_at: at };
+      const { id } = await db.insertInto('users').values(user).returning('id').executeTakeFirstOrThrow();
+      for (const [title, visibility] of [['Crème brûlée', 'public'], ['Crème secrète', 'private']] as const satisfies [string, Visibility][]) {
+        await db.insertInto('posts').values({ owner_id: id, title, content: 'from before', visibility, created_at: at, updated_at: at }).execute();
+      }
+    };
+    const previous = Object.keys(migrations).sort().at(-2)!;
+    const migrateTo = async (db: Kysely<Database>, schema?: string) => {
+      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) });
+      const { error } = await migrator.migrateTo(previous);
+      if (error) throw error;
+    };
+    if (backend === 'sqlite') {
+      const file = join(tmpdir(), `corkboard-search-${process.pid}-${Date.now()}.db`);
+      onTestFinished(() => ['', '-wal', '-shm'].forEach((suffix) => rmSync(file + suffix, { force: true })));
+      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new SQLite(file) }) });
+      await migrateTo(db);
+      await rows(db);
+      await db.destroy();
+      return openStore(`sqlite:${file}`);
+    }
+    const { store, drop } = await freshDatabase();
+    onTestFinished(drop);
+    const { rows: [current] } = await sql<{ schema: string }>`select current_schema() as schema`.execute(store.db);
+    await migrateTo(store.db, current!.schema);
+    await rows(store.db);
+    return store;
+  }
+
+  it('indexes the posts and users already there', async () => {
+    const store = await storeBeforeSearch();
+    const app = await buildApp(testConfig(), { store, logger: false });
+    onTestFinished(() => app.close());
+    await app.ready();
+    const found = (await call(app, 'GET', '/posts?q=creme')).json();
+    expect(found.map((p: { title: string }) => p.title)).toEqual(['Crème brûlée']);
+    expect((await call(app, 'GET', '/users?q=zoe%20old')).json().map((u: { username: string }) => u.username)).toEqual(['Old_Timer']);
   });
 });
 
