@@ -1,4 +1,4 @@
-import { PostgresAdapter, sql, type Kysely, type SelectQueryBuilder, type SqlBool } from 'kysely';
+import { PostgresAdapter, sql, type Expression, type Kysely, type SelectQueryBuilder, type SqlBool } from 'kysely';
 import type { Database } from './types.js';
 
 /**
@@ -74,30 +74,100 @@ export async function writePostSearch(db: Kysely<Database>, postId: number, word
 }
 
 /**
- * Narrows a posts query to the posts matching `terms`, newest first after `after` (keyset). The index drives the
- * page, newest match first, and stops at the page's end: SQLite's FTS5 walks its doclists backwards from the
- * cursor, ordered by its rowid (which must then be the ORDER BY and the bound, not `posts.id`, and the bound an
- * INTEGER, or FTS5 scans from the newest match). PostgreSQL plans between the GIN index (a rare word: every match,
- * then the newest) and the primary key walked backwards with the match as a filter (a common word).
+ * Where in the id order a search query looks: below `below` (the page's cursor, or the end of an earlier window),
+ * at or above `atLeast`; `viaIndex`: the matches are listed by the index rather than found along the id order.
+ */
+export interface SearchWindow {
+  below?: number;
+  atLeast?: number;
+  viaIndex?: boolean;
+}
+
+/**
+ * Narrows a posts query to the posts matching `terms` in `window`, newest first, `limit` rows (the page's
+ * `LIMIT`).
+ *
+ * SQLite: FTS5 drives the page, walking its doclists backwards from the cursor in rowid order and stopping at the
+ * page's end, for a rare word as for a common one. The ORDER BY and the bound must be on FTS5's rowid (not
+ * `posts.id`) and the bound an INTEGER (FTS5 takes a bound driver's REAL for no bound), or FTS5 scans every
+ * match first. The whole page is one window.
+ *
+ * PostgreSQL: a GIN index lists every match of a word (no order, no bound), so the planner chooses between it
+ * (then sorts) and the primary key walked backwards with the match as a filter, by its estimate of how common the
+ * words are; for a word outside its statistics it assumes 0.5% of rows, and walks a large table even for a word
+ * that few posts hold. `searchPage` decides instead, by what it finds: a window of the newest posts below the
+ * cursor first (`atLeast`: bounded work, enough for a common word), then the index for the rest (`viaIndex`: the
+ * matches, listed apart from the rest of the query, then newest first), where a word that missed the window is rare.
  */
 export function matchingPosts<O>(
   db: Kysely<Database>,
   query: SelectQueryBuilder<Database, 'posts', O>,
   terms: readonly SearchTerm[],
-  after: number | undefined,
+  { below, atLeast, viaIndex }: SearchWindow,
+  limit: Expression<number>,
 ) {
   if (isPostgres(db)) {
-    let matching = query
-      .innerJoin('post_search', 'post_search.post_id', 'posts.id')
-      .where(sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`);
-    if (after !== undefined) matching = matching.where('posts.id', '<', after);
-    return matching.orderBy('posts.id', 'desc');
+    const tsquery = sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`;
+    if (viaIndex) {
+      let matches = db.selectFrom('post_search').select('post_search.post_id').where(tsquery);
+      if (below !== undefined) matches = matches.where('post_search.post_id', '<', below);
+      // OFFSET 0 plans the subquery apart (a bitmap scan of the index), then newest first.
+      const listed = matches.orderBy('post_search.post_id', 'desc').offset(0).as('matches');
+      return query.innerJoin(listed, 'matches.post_id', 'posts.id').orderBy('posts.id', 'desc').limit(limit);
+    }
+    let matching = query.innerJoin('post_search', 'post_search.post_id', 'posts.id').where(tsquery);
+    // Each bound on both sides of the join: a merge join does not carry a range from one side to the other.
+    if (below !== undefined) matching = matching.where('posts.id', '<', below).where('post_search.post_id', '<', below);
+    if (atLeast !== undefined) matching = matching.where('posts.id', '>=', atLeast).where('post_search.post_id', '>=', atLeast);
+    return matching.orderBy('posts.id', 'desc').limit(limit);
   }
   let matching = query
     .innerJoin('post_search', (join) => join.on(sql<SqlBool>`post_search.rowid = posts.id`))
     .where(sql<SqlBool>`post_search match ${fts5Query(terms)}`);
-  if (after !== undefined) matching = matching.where(sql<SqlBool>`post_search.rowid < cast(${after} as integer)`);
-  return matching.orderBy(sql`post_search.rowid`, 'desc');
+  if (below !== undefined) matching = matching.where(sql<SqlBool>`post_search.rowid < cast(${below} as integer)`);
+  return matching.orderBy(sql`post_search.rowid`, 'desc').limit(limit);
+}
+
+/**
+ * PostgreSQL: how many of the newest posts below the cursor a page looks at along the id order first, and at most
+ * after that when the first window found some matches but not a page.
+ */
+export const SEARCH_WINDOW = 2_000;
+export const SEARCH_WINDOW_MAX = 40_000;
+
+/**
+ * Reads one search page of `limit + 1` rows after `after` through `read` (a query made by `matchingPosts`): in one
+ * window on SQLite. On PostgreSQL, the newest `SEARCH_WINDOW` posts below the cursor first; when they hold some
+ * matches but not a page, as many more as that density says the page needs (twice that, at most
+ * `SEARCH_WINDOW_MAX`); then, if the page is still not full, the index's matches below the windows (see
+ * `matchingPosts`), which are then few: a word none of the first window's posts holds is in fewer than one post
+ * in 2,000. The same rows either way; the work is bounded by the windows for a common word, and by the number of
+ * matches for a rare one.
+ */
+export async function searchPage<Row>(
+  db: Kysely<Database>,
+  after: number | undefined,
+  limit: number,
+  read: (window: SearchWindow) => Promise<Row[]>,
+  windows = { first: SEARCH_WINDOW, max: SEARCH_WINDOW_MAX },
+): Promise<Row[]> {
+  if (!isPostgres(db)) return read({ below: after });
+  const rows: Row[] = [];
+  let below = after;
+  let size = windows.first;
+  for (let round = 0; round < 2; round++) {
+    let edge = db.selectFrom('posts').select('posts.id').orderBy('posts.id', 'desc').offset(size - 1).limit(1);
+    if (below !== undefined) edge = edge.where('posts.id', '<', below);
+    const atLeast = (await edge.executeTakeFirst())?.id;
+    const found = await read({ below, atLeast });
+    rows.push(...found);
+    if (rows.length > limit || atLeast === undefined) return rows.slice(0, limit + 1);
+    below = atLeast;
+    if (found.length === 0) break;
+    size = Math.min(windows.max, Math.ceil((2 * (limit + 1 - rows.length) * size) / found.length));
+  }
+  rows.push(...(await read({ below, viaIndex: true })));
+  return rows.slice(0, limit + 1);
 }
 
 /**

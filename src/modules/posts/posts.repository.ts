@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { matchingPosts, type SearchTerm } from '../../db/search-sql.js';
+import { matchingPosts, searchPage, type SearchTerm, type SearchWindow } from '../../db/search-sql.js';
 import type { Database, PostRow, Visibility } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
 import { POST_COLUMNS, visibleTo, type Viewer } from '../../shared/visibility.js';
@@ -35,13 +35,13 @@ export function createPostsRepository(db: Kysely<Database>) {
    * the OR with `IS TRUE` (same truth table for a WHERE clause, standard SQL on both engines) turns it into a row
    * filter, and the ORDER BY is served by the primary key again. The EXPLAIN test in posts.test.ts pins this.
    */
-  function listQuery(viewer: Viewer, { limit, after }: PageOptions, search?: PostSearch) {
+  function listQuery(viewer: Viewer, { limit, after }: PageOptions, search?: PostSearch, window: SearchWindow = { below: after }) {
     let query = db.selectFrom('posts').select(POST_COLUMNS);
     query = viewer ? query.where((eb) => eb(eb.parens(visibleTo(viewer)(eb)), 'is', sql.lit(true))) : query.where(visibleTo(viewer));
     // Search: these same visible posts, narrowed to the matches and paged over the search index (db/search-sql.ts).
     if (search) {
       if (search.ownerId !== undefined) query = query.where('posts.owner_id', '=', search.ownerId);
-      return matchingPosts(db, query, search.terms, after).limit(pageLimit(limit));
+      return matchingPosts(db, query, search.terms, window, pageLimit(limit));
     }
     if (after !== undefined) query = query.where('posts.id', '<', after);
     return query.orderBy('posts.id', 'desc').limit(pageLimit(limit));
@@ -58,7 +58,10 @@ export function createPostsRepository(db: Kysely<Database>) {
     listQuery,
     listByOwnerQuery,
 
-    list: (viewer: Viewer, page: PageOptions, search?: PostSearch): Promise<PostRow[]> => listQuery(viewer, page, search).execute(),
+    list: (viewer: Viewer, page: PageOptions, search?: PostSearch): Promise<PostRow[]> =>
+      search
+        ? searchPage(db, page.after, page.limit, (window) => listQuery(viewer, page, search, window).execute())
+        : listQuery(viewer, page).execute(),
 
     listByOwner: (ownerId: number, viewer: Viewer, page: PageOptions): Promise<PostRow[]> =>
       listByOwnerQuery(ownerId, viewer, page).execute(),

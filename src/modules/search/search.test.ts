@@ -15,6 +15,7 @@ import { follow, nextPath, publish } from '../../../test/helpers/api.js';
 import { backend, freshDatabase, sqlitePlan } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { createPostsRepository } from '../posts/posts.repository.js';
+import { searchPage } from '../../db/search-sql.js';
 import { parsePostQuery, parseUserQuery } from './search.query.js';
 import { wordsOf } from './search.text.js';
 
@@ -247,6 +248,41 @@ describe('GET /posts?q=', () => {
       expect(plan[0]).toMatch(/^SCAN post_search VIRTUAL TABLE INDEX \d+:M1<$/);
       expect(plan.join('\n')).not.toMatch(/TEMP B-TREE/);
     }
+  });
+});
+
+describe('a search page read in windows (PostgreSQL)', () => {
+  it('has the rows one query over the whole index has, whichever windows find them', async () => {
+    const app = await buildTestApp();
+    const owner = await signUp(app);
+    const follower = await signUp(app);
+    await follow(app, follower, owner);
+    for (let i = 1; i <= 40; i++) {
+      const words = [i % 2 ? 'odd' : 'even', i % 13 === 0 ? 'rare' : 'plain', i <= 8 ? 'early' : 'late', i % 3 ? 'red green' : 'green red'];
+      await publish(app, owner, words.join(' '), i % 5 === 0 ? 'private' : i % 7 === 0 ? 'followers' : 'public');
+    }
+    const posts = createPostsRepository(app.db);
+    const queries = ['odd', 'rare', 'early', 'odd rare', '"red green"', 'late -odd', 'gre*', 'nothing'];
+    const checked: string[] = [];
+    for (const q of queries) {
+      const search = { terms: parsePostQuery(q).terms };
+      for (const viewer of [undefined, { id: follower.id, role: 'member' as const }]) {
+        for (const after of [undefined, 35, 20, 9]) {
+          for (const limit of [1, 3, 20]) {
+            const page = { limit, after };
+            const whole = await posts.listQuery(viewer, page, search, { below: after }).execute();
+            for (const windows of [{ first: 1, max: 2 }, { first: 3, max: 7 }, { first: 5, max: 100 }]) {
+              const windowed = await searchPage(app.db, after, limit, (w) => posts.listQuery(viewer, page, search, w).execute(), windows);
+              expect({ q, viewer: viewer?.id, after, limit, windows, ids: windowed.map((r) => r.id) }).toEqual({
+                q, viewer: viewer?.id, after, limit, windows, ids: whole.map((r) => r.id),
+              });
+            }
+            checked.push(`${q}|${after}|${limit}`);
+          }
+        }
+      }
+    }
+    expect(checked.length).toBe(queries.length * 2 * 4 * 3);
   });
 });
 
