@@ -81,6 +81,11 @@ export interface SearchWindow {
   below?: number;
   atLeast?: number;
   viaIndex?: boolean;
+  /**
+   * The query is narrowed to one owner's posts (GET /users/{id}/posts?q=): their posts, over the `(owner_id, id)`
+   * index, drive the page, each looked up in the search index, rather than every match of the words.
+   */
+  ownerId?: number;
 }
 
 /**
@@ -103,7 +108,7 @@ export function matchingPosts<O>(
   db: Kysely<Database>,
   query: SelectQueryBuilder<Database, 'posts', O>,
   terms: readonly SearchTerm[],
-  { below, atLeast, viaIndex }: SearchWindow,
+  { below, atLeast, viaIndex, ownerId }: SearchWindow,
   limit: Expression<number>,
 ) {
   if (isPostgres(db)) {
@@ -121,9 +126,15 @@ export function matchingPosts<O>(
     if (atLeast !== undefined) matching = matching.where('posts.id', '>=', atLeast).where('post_search.post_id', '>=', atLeast);
     return matching.orderBy('posts.id', 'desc').limit(limit);
   }
-  let matching = query
-    .innerJoin('post_search', (join) => join.on(sql<SqlBool>`post_search.rowid = posts.id`))
-    .where(sql<SqlBool>`post_search match ${fts5Query(terms)}`);
+  const match = sql<SqlBool>`post_search match ${fts5Query(terms)}`;
+  if (ownerId !== undefined) {
+    // One owner's posts newest first (the owner index) in the outer loop, each matched by an FTS5 lookup of its
+    // rowid: SQLite keeps a CROSS JOIN's order, and would otherwise drive by every match of the words.
+    let owned = query.crossJoin('post_search').where(sql<SqlBool>`post_search.rowid = posts.id`).where(match).where('posts.owner_id', '=', ownerId);
+    if (below !== undefined) owned = owned.where('posts.id', '<', below);
+    return owned.orderBy('posts.id', 'desc').limit(limit);
+  }
+  let matching = query.innerJoin('post_search', (join) => join.on(sql<SqlBool>`post_search.rowid = posts.id`)).where(match);
   if (below !== undefined) matching = matching.where(sql<SqlBool>`post_search.rowid < cast(${below} as integer)`);
   return matching.orderBy(sql`post_search.rowid`, 'desc').limit(limit);
 }
@@ -149,24 +160,26 @@ export async function searchPage<Row>(
   after: number | undefined,
   limit: number,
   read: (window: SearchWindow) => Promise<Row[]>,
-  windows = { first: SEARCH_WINDOW, max: SEARCH_WINDOW_MAX },
+  { ownerId, first = SEARCH_WINDOW, max = SEARCH_WINDOW_MAX }: { ownerId?: number; first?: number; max?: number } = {},
 ): Promise<Row[]> {
-  if (!isPostgres(db)) return read({ below: after });
+  if (!isPostgres(db)) return read({ below: after, ownerId });
   const rows: Row[] = [];
   let below = after;
-  let size = windows.first;
+  let size = first;
   for (let round = 0; round < 2; round++) {
     let edge = db.selectFrom('posts').select('posts.id').orderBy('posts.id', 'desc').offset(size - 1).limit(1);
     if (below !== undefined) edge = edge.where('posts.id', '<', below);
+    // One owner's search walks that owner's posts (the owner index).
+    if (ownerId !== undefined) edge = edge.where('posts.owner_id', '=', ownerId);
     const atLeast = (await edge.executeTakeFirst())?.id;
-    const found = await read({ below, atLeast });
+    const found = await read({ below, atLeast, ownerId });
     rows.push(...found);
     if (rows.length > limit || atLeast === undefined) return rows.slice(0, limit + 1);
     below = atLeast;
     if (found.length === 0) break;
-    size = Math.min(windows.max, Math.ceil((2 * (limit + 1 - rows.length) * size) / found.length));
+    size = Math.min(max, Math.ceil((2 * (limit + 1 - rows.length) * size) / found.length));
   }
-  rows.push(...(await read({ below, viaIndex: true })));
+  rows.push(...(await read({ below, viaIndex: true, ownerId })));
   return rows.slice(0, limit + 1);
 }
 

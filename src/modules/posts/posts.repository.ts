@@ -41,7 +41,7 @@ export function createPostsRepository(db: Kysely<Database>) {
     // Search: these same visible posts, narrowed to the matches and paged over the search index (db/search-sql.ts).
     if (search) {
       if (search.ownerId !== undefined) query = query.where('posts.owner_id', '=', search.ownerId);
-      return matchingPosts(db, query, search.terms, window, pageLimit(limit));
+      return matchingPosts(db, query, search.terms, { ...window, ownerId: search.ownerId }, pageLimit(limit));
     }
     if (after !== undefined) query = query.where('posts.id', '<', after);
     return query.orderBy('posts.id', 'desc').limit(pageLimit(limit));
@@ -60,7 +60,7 @@ export function createPostsRepository(db: Kysely<Database>) {
 
     list: (viewer: Viewer, page: PageOptions, search?: PostSearch): Promise<PostRow[]> =>
       search
-        ? searchPage(db, page.after, page.limit, (window) => listQuery(viewer, page, search, window).execute())
+        ? searchPage(db, page.after, page.limit, (window) => listQuery(viewer, page, search, window).execute(), { ownerId: search.ownerId })
         : listQuery(viewer, page).execute(),
 
     listByOwner: (ownerId: number, viewer: Viewer, page: PageOptions): Promise<PostRow[]> =>

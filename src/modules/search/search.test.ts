@@ -247,6 +247,11 @@ describe('GET /posts?q=', () => {
       const plan = await sqlitePlan(app.db, posts.listQuery(viewer, { limit: 20, after: 1000 }, { terms }));
       expect(plan[0]).toMatch(/^SCAN post_search VIRTUAL TABLE INDEX \d+:M1<$/);
       expect(plan.join('\n')).not.toMatch(/TEMP B-TREE/);
+      // One owner's posts drive their search (the owner index), each looked up in FTS5 by rowid.
+      const owned = await sqlitePlan(app.db, posts.listQuery(viewer, { limit: 20, after: 1000 }, { terms, ownerId: 7 }, { below: 1000, ownerId: 7 }));
+      expect(owned[0]).toMatch(/^SEARCH posts USING INDEX posts_owner_id \(owner_id=\? AND id<\?\)$/);
+      expect(owned.filter((line) => line.includes('post_search'))).toEqual([expect.stringMatching(/^SCAN post_search VIRTUAL TABLE INDEX \d+:=M1$/)]);
+      expect(owned.join('\n')).not.toMatch(/TEMP B-TREE/);
     }
   });
 });
@@ -259,7 +264,7 @@ describe('a search page read in windows (PostgreSQL)', () => {
     await follow(app, follower, owner);
     for (let i = 1; i <= 40; i++) {
       const words = [i % 2 ? 'odd' : 'even', i % 13 === 0 ? 'rare' : 'plain', i <= 8 ? 'early' : 'late', i % 3 ? 'red green' : 'green red'];
-      await publish(app, owner, words.join(' '), i % 5 === 0 ? 'private' : i % 7 === 0 ? 'followers' : 'public');
+      await publish(app, i % 4 === 0 ? follower : owner, words.join(' '), i % 5 === 0 ? 'private' : i % 7 === 0 ? 'followers' : 'public');
     }
     const posts = createPostsRepository(app.db);
     const queries = ['odd', 'rare', 'early', 'odd rare', '"red green"', 'late -odd', 'gre*', 'nothing'];
@@ -270,9 +275,10 @@ describe('a search page read in windows (PostgreSQL)', () => {
         for (const after of [undefined, 35, 20, 9]) {
           for (const limit of [1, 3, 20]) {
             const page = { limit, after };
-            const whole = await posts.listQuery(viewer, page, search, { below: after }).execute();
-            for (const windows of [{ first: 1, max: 2 }, { first: 3, max: 7 }, { first: 5, max: 100 }]) {
-              const windowed = await searchPage(app.db, after, limit, (w) => posts.listQuery(viewer, page, search, w).execute(), windows);
+            for (const windows of [{ first: 1, max: 2 }, { first: 3, max: 7 }, { first: 5, max: 100 }, { first: 2, max: 9, ownerId: owner.id }]) {
+              const scoped = { ...search, ownerId: windows.ownerId };
+              const whole = await posts.listQuery(viewer, page, scoped, { below: after, ownerId: windows.ownerId }).execute();
+              const windowed = await searchPage(app.db, after, limit, (w) => posts.listQuery(viewer, page, scoped, w).execute(), windows);
               expect({ q, viewer: viewer?.id, after, limit, windows, ids: windowed.map((r) => r.id) }).toEqual({
                 q, viewer: viewer?.id, after, limit, windows, ids: whole.map((r) => r.id),
               });
