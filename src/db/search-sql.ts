@@ -75,12 +75,14 @@ export async function writePostSearch(db: Kysely<Database>, postId: number, word
 
 /**
  * Where in the id order a search query looks: below `below` (the page's cursor, or the end of an earlier window),
- * at or above `atLeast`; `viaIndex`: the matches are listed by the index rather than found along the id order.
+ * at or above `atLeast`; `ids`: only these posts (matches the index listed, see `searchPage`).
  */
 export interface SearchWindow {
   below?: number;
   atLeast?: number;
-  viaIndex?: boolean;
+  ids?: readonly number[];
+  /** PostgreSQL: the window is the `size` newest posts below `below` (`atLeast` is the oldest of them). */
+  size?: number;
   /**
    * The query is narrowed to one owner's posts (GET /users/{id}/posts?q=): their posts, over the `(owner_id, id)`
    * index, drive the page, each looked up in the search index, rather than every match of the words.
@@ -101,26 +103,32 @@ export interface SearchWindow {
  * (then sorts) and the primary key walked backwards with the match as a filter, by its estimate of how common the
  * words are; for a word outside its statistics it assumes 0.5% of rows, and walks a large table even for a word
  * that few posts hold. `searchPage` decides instead, by what it finds: a window of the newest posts below the
- * cursor first (`atLeast`: bounded work, enough for a common word), then the index for the rest (`viaIndex`: the
- * matches, listed apart from the rest of the query, then newest first), where a word that missed the window is rare.
+ * cursor first (`atLeast`: bounded work, enough for a common word), then the index for the rest (`ids`: the
+ * matches the index lists, a batch at a time), where a word that missed the window is rare.
  */
 export function matchingPosts<O>(
   db: Kysely<Database>,
   query: SelectQueryBuilder<Database, 'posts', O>,
   terms: readonly SearchTerm[],
-  { below, atLeast, viaIndex, ownerId }: SearchWindow,
+  { below, atLeast, ids, size, ownerId }: SearchWindow,
   limit: Expression<number>,
 ) {
   if (isPostgres(db)) {
     const tsquery = sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`;
-    if (viaIndex) {
-      let matches = db.selectFrom('post_search').select('post_search.post_id').where(tsquery);
-      if (below !== undefined) matches = matches.where('post_search.post_id', '<', below);
-      // OFFSET 0 plans the subquery apart (a bitmap scan of the index), then newest first.
-      const listed = matches.orderBy('post_search.post_id', 'desc').offset(0).as('matches');
-      return query.innerJoin(listed, 'matches.post_id', 'posts.id').orderBy('posts.id', 'desc').limit(limit);
+    // Statements are prepared, and after a few runs PostgreSQL may plan them once for any parameters (a generic
+    // plan), blind to the words and the bounds: each shape below has one good plan whatever they are.
+    if (ids) {
+      // Matches the index listed (`searchPage`): the posts among them the rest of the query keeps, by primary key.
+      return query.where(sql<SqlBool>`posts.id = any(${[...ids]}::bigint[])`).orderBy('posts.id', 'desc').limit(limit);
     }
     let matching = query.innerJoin('post_search', 'post_search.post_id', 'posts.id').where(tsquery);
+    if (size !== undefined) {
+      // The window as a subquery with a LIMIT in the text: a plan of at most `size` rows, whatever the bounds.
+      let window = db.selectFrom('posts').select('posts.id as window_id').orderBy('posts.id', 'desc').limit(sql.lit(size));
+      if (below !== undefined) window = window.where('posts.id', '<', below);
+      if (ownerId !== undefined) window = window.where('posts.owner_id', '=', ownerId);
+      matching = matching.innerJoin(window.as('window'), 'window.window_id', 'posts.id');
+    }
     // Each bound on both sides of the join: a merge join does not carry a range from one side to the other.
     if (below !== undefined) matching = matching.where('posts.id', '<', below).where('post_search.post_id', '<', below);
     if (atLeast !== undefined) matching = matching.where('posts.id', '>=', atLeast).where('post_search.post_id', '>=', atLeast);
@@ -143,8 +151,8 @@ export function matchingPosts<O>(
  * PostgreSQL: how many of the newest posts below the cursor a page looks at along the id order first, and at most
  * after that when the first window found some matches but not a page.
  */
-export const SEARCH_WINDOW = 2_000;
-export const SEARCH_WINDOW_MAX = 40_000;
+export const SEARCH_WINDOW = 512;
+export const SEARCH_WINDOW_MAX = 32_768;
 
 /**
  * Reads one search page of `limit + 1` rows after `after` through `read` (a query made by `matchingPosts`): in one
@@ -152,15 +160,16 @@ export const SEARCH_WINDOW_MAX = 40_000;
  * matches but not a page, as many more as that density says the page needs (twice that, at most
  * `SEARCH_WINDOW_MAX`); then, if the page is still not full, the index's matches below the windows (see
  * `matchingPosts`), which are then few: a word none of the first window's posts holds is in fewer than one post
- * in 2,000. The same rows either way; the work is bounded by the windows for a common word, and by the number of
+ * in 512. The same rows either way; the work is bounded by the windows for a common word, and by the number of
  * matches for a rare one.
  */
-export async function searchPage<Row>(
+export async function searchPage<Row extends { id: number }>(
   db: Kysely<Database>,
+  terms: readonly SearchTerm[],
   after: number | undefined,
   limit: number,
   read: (window: SearchWindow) => Promise<Row[]>,
-  { ownerId, first = SEARCH_WINDOW, max = SEARCH_WINDOW_MAX }: { ownerId?: number; first?: number; max?: number } = {},
+  { ownerId, first = SEARCH_WINDOW, max = SEARCH_WINDOW_MAX, batch: batchSize = INDEX_BATCH }: { ownerId?: number; first?: number; max?: number; batch?: number } = {},
 ): Promise<Row[]> {
   if (!isPostgres(db)) return read({ below: after, ownerId });
   const rows: Row[] = [];
@@ -172,16 +181,36 @@ export async function searchPage<Row>(
     // One owner's search walks that owner's posts (the owner index).
     if (ownerId !== undefined) edge = edge.where('posts.owner_id', '=', ownerId);
     const atLeast = (await edge.executeTakeFirst())?.id;
-    const found = await read({ below, atLeast, ownerId });
+    const found = await read({ below, atLeast, size, ownerId });
     rows.push(...found);
     if (rows.length > limit || atLeast === undefined) return rows.slice(0, limit + 1);
     below = atLeast;
     if (found.length === 0) break;
-    size = Math.min(max, Math.ceil((2 * (limit + 1 - rows.length) * size) / found.length));
+    // A power of two, so that the statement texts (the window's LIMIT is in them) are few.
+    size = Math.min(max, 2 ** Math.ceil(Math.log2((2 * (limit + 1 - rows.length) * size) / found.length)));
   }
-  rows.push(...(await read({ below, viaIndex: true, ownerId })));
+  // The index's matches below the windows, newest first, a batch at a time. Written so that a generic plan (the
+  // statement is prepared; PostgreSQL may plan it once for any words) is the GIN index's bitmap: `+ 0` keeps the
+  // bound out of the index conditions (ANDed with a range of the primary key it read every row below the bound).
+  for (;;) {
+    let batch = db
+      .selectFrom('post_search')
+      .select('post_search.post_id')
+      .where(sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`)
+      .orderBy('post_search.post_id', 'desc')
+      .limit(sql.lit(batchSize));
+    if (below !== undefined) batch = batch.where(sql<SqlBool>`post_search.post_id + 0 < ${below}`);
+    const ids = (await batch.execute()).map((r) => Number(r.post_id));
+    if (ids.length === 0) break;
+    rows.push(...(await read({ ids, ownerId })));
+    if (rows.length > limit || ids.length < batchSize) break;
+    below = ids[ids.length - 1];
+  }
   return rows.slice(0, limit + 1);
 }
+
+/** How many of the index's matches a search page takes at a time once past the windows. */
+const INDEX_BATCH = 500;
 
 /**
  * `users.username_key` compared in code-point order on both engines (SQLite's BINARY; PostgreSQL's "C", which an

@@ -60,7 +60,7 @@ export function createPostsRepository(db: Kysely<Database>) {
 
     list: (viewer: Viewer, page: PageOptions, search?: PostSearch): Promise<PostRow[]> =>
       search
-        ? searchPage(db, page.after, page.limit, (window) => listQuery(viewer, page, search, window).execute(), { ownerId: search.ownerId })
+        ? searchPage(db, search.terms, page.after, page.limit, (window) => listQuery(viewer, page, search, window).execute(), { ownerId: search.ownerId })
         : listQuery(viewer, page).execute(),
 
     listByOwner: (ownerId: number, viewer: Viewer, page: PageOptions): Promise<PostRow[]> =>

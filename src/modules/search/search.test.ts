@@ -146,6 +146,11 @@ describe('GET /posts?q=', () => {
     expect((await search(app, 'a b c d e f g h i -j')).statusCode).toBe(200);
     expect((await search(app, '"a b c d e" f g h i -j')).statusCode).toBe(200);
     expect((await search(app, '"a b c d e" f g h i -j k')).statusCode).toBe(400);
+    // A repeated q is not a query either.
+    for (const path of ['/posts?q=a&q=b', '/users?q=a&q=b', '/users/1/posts?q=a&q=b']) {
+      const res = await call(app, 'GET', path);
+      expect({ path, status: res.statusCode, field: res.json().errors?.[0]?.field }).toEqual({ path, status: 400, field: 'q' });
+    }
   });
 
   it('shows only what the caller may see: followers-only and private posts stay hidden from the others', async () => {
@@ -275,10 +280,10 @@ describe('a search page read in windows (PostgreSQL)', () => {
         for (const after of [undefined, 35, 20, 9]) {
           for (const limit of [1, 3, 20]) {
             const page = { limit, after };
-            for (const windows of [{ first: 1, max: 2 }, { first: 3, max: 7 }, { first: 5, max: 100 }, { first: 2, max: 9, ownerId: owner.id }]) {
+            for (const windows of [{ first: 1, max: 2, batch: 1 }, { first: 3, max: 7, batch: 2 }, { first: 5, max: 100 }, { first: 2, max: 9, batch: 3, ownerId: owner.id }]) {
               const scoped = { ...search, ownerId: windows.ownerId };
               const whole = await posts.listQuery(viewer, page, scoped, { below: after, ownerId: windows.ownerId }).execute();
-              const windowed = await searchPage(app.db, after, limit, (w) => posts.listQuery(viewer, page, scoped, w).execute(), windows);
+              const windowed = await searchPage(app.db, search.terms, after, limit, (w) => posts.listQuery(viewer, page, scoped, w).execute(), windows);
               expect({ q, viewer: viewer?.id, after, limit, windows, ids: windowed.map((r) => r.id) }).toEqual({
                 q, viewer: viewer?.id, after, limit, windows, ids: whole.map((r) => r.id),
               });
