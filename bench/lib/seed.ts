@@ -213,7 +213,8 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
   const titles = textPool(data.options.seed + 1, 4096, 2, 9, true);
   const contents = textPool(data.options.seed + 2, 4096, 12, 90, true);
   const pickText = (pool: string[], id: number) => pool[Math.imul(id, 2654435761) >>> 20] as string;
-  const contentOf = (p: number) => pickText(contents, p) + (p % RARE_EVERY === 0 ? ` ${RARE_WORD}` : '');
+  // Posts 1, 10,001, 20,001, …: public ones (visibilityOf), so the rare word's page is full at 200k posts and more.
+  const contentOf = (p: number) => pickText(contents, p) + (p % RARE_EVERY === 1 ? ` ${RARE_WORD}` : '');
   rows.posts = await target.write(TABLES.posts, (function* () {
     for (let p = 1; p <= posts; p++) {
       const at = iso(POSTS_AT + p * 1000);

@@ -133,7 +133,8 @@ export function matchingPosts<O>(
         .innerJoin('post_search', 'post_search.post_id', 'posts.id')
         .where((eb) => eb(eb.parens(tsquery), 'is', sql.lit(true)));
       if (atLeast !== undefined) walked = walked.where('posts.id', '>=', atLeast);
-      return walked.orderBy('posts.id', 'desc').limit(limit);
+      // In the window's order (the same order), so the walk stops at the page's end instead of sorting the window.
+      return walked.orderBy('window.window_id', 'desc').limit(limit);
     }
     // One query over the whole index (tests compare the windows with it).
     let matching = query.innerJoin('post_search', 'post_search.post_id', 'posts.id').where(tsquery);
