@@ -160,7 +160,7 @@ export function matchingPosts<O>(
  * PostgreSQL: how many of the newest posts below the cursor a page looks at along the id order first, and at most
  * after that when the first window found some matches but not a page.
  */
-export const SEARCH_WINDOW = 512;
+export const SEARCH_WINDOW = 128;
 export const SEARCH_WINDOW_MAX = 32_768;
 
 /**
@@ -169,7 +169,7 @@ export const SEARCH_WINDOW_MAX = 32_768;
  * matches but not a page, as many more as that density says the page needs (twice that, at most
  * `SEARCH_WINDOW_MAX`); then, if the page is still not full, the index's matches below the windows (see
  * `matchingPosts`), which are then few: a word none of the first window's posts holds is in fewer than one post
- * in 512. The same rows either way; the work is bounded by the windows for a common word, and by the number of
+ * in 128. The same rows either way; the work is bounded by the windows for a common word, and by the number of
  * matches for a rare one.
  */
 export async function searchPage<Row extends { id: number }>(
