@@ -12,7 +12,7 @@ import { CALLGRIND_ENV, callgrindPrefix, countInstructions, instructionMarkdown,
 import { runLoad, type LoadResult, type LoadTool, type RequestSpec } from './lib/load.js';
 import { freePort, npmStartCommand, run, startServer, warmPageCache, which, type ServerProcess } from './lib/process.js';
 import { addRatios, evaluate, markdown, mergeSlices, summarise, textTable, type Report, type ScenarioResult } from './lib/report.js';
-import { RSS_LIMIT_MB, scenarios as allScenarios, targets, type Backend, type Scenario } from './lib/scenarios.js';
+import { RSS_LIMIT_MB, SEARCH_COMMON, scenarios as allScenarios, targets, type Backend, type Scenario } from './lib/scenarios.js';
 import { INVARIANTS, seedPostgres, seedSqlite, type SeedResult } from './lib/seed.js';
 import { celebrity, mixedTraffic, processCurve, type MixSetup, type SuitesReport } from './lib/suites.js';
 import { int } from './lib/args.js';
@@ -406,6 +406,8 @@ async function main(): Promise<void> {
       author: data.author,
       tokens: seeded.tokens,
       deepCursor: deepCandidates[deepIndex] as string,
+      // The search's deep page starts at the same id; its cursor is scoped to its query (search.query.ts).
+      searchDeepCursor: codec.encode(`posts?q="${SEARCH_COMMON}"`, deepFrom + 22 * deepIndex),
       manyAuthors,
       ...(small && smallCursor && growthPosts !== undefined ? { growth: { posts: growthPosts, deepCursor: smallCursor, feedToken: small.seeded.tokens.feed } } : {}),
     });

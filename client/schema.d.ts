@@ -69,7 +69,7 @@ export interface paths {
         };
         /**
          * List users
-         * @description In id order, paginated with `limit` and `cursor`; `username` filters to one user.
+         * @description In id order, paginated with `limit` and `cursor`; `username` filters to one user. With `q`, the users found by name, in lower-cased username order.
          *
          *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
@@ -211,7 +211,7 @@ export interface paths {
         };
         /**
          * List the posts the caller may see
-         * @description Newest first, paginated with `limit` and `cursor` (follow the `next` link). Without a token: public posts; with one: also the caller’s own posts and followers-only posts of users they follow; admins see all.
+         * @description Newest first, paginated with `limit` and `cursor` (follow the `next` link). Without a token: public posts; with one: also the caller’s own posts and followers-only posts of users they follow; admins see all. With `q`, the posts among these that match the search (a JSON page, also when a stream is asked for).
          *
          *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          *
@@ -265,7 +265,7 @@ export interface paths {
         };
         /**
          * List a user's posts the caller may see
-         * @description Newest first, paginated with `limit` and `cursor` (follow the `next` link).
+         * @description Newest first, paginated with `limit` and `cursor` (follow the `next` link). With `q`, those of them that match the search, as GET /posts?q= finds them.
          *
          *     No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.
          */
@@ -1816,6 +1816,11 @@ export interface operations {
                 cursor?: string;
                 /** @description Exact username, compared case-insensitively */
                 username?: string;
+                /**
+                 * @description Search (at most 200 characters and 10 words): only the users for whom every word starts a word of their username (split at `_`) or display name, in any letter case and ignoring the diacritics of Latin letters; then in lower-cased username order. A query with no word is a 400.
+                 * @example ann
+                 */
+                q?: string;
             };
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
@@ -3806,6 +3811,11 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque; copy it from the `next` link of the previous page */
                 cursor?: string;
+                /**
+                 * @description Search (at most 200 characters and 10 terms): only the posts whose title and content hold every word, in any letter case and ignoring the diacritics of Latin letters (`cafe` finds `Café`); words are runs of letters and digits. `"two words"`: adjacent and in order; `pre*`: words starting with `pre` (two characters at least); `-word`: without that word. Newest first. A query with no word to find is a 400.
+                 * @example "farmers market" fresh -closed
+                 */
+                q?: string;
             };
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */
@@ -4528,6 +4538,11 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque; copy it from the `next` link of the previous page */
                 cursor?: string;
+                /**
+                 * @description Search (at most 200 characters and 10 terms): only the posts whose title and content hold every word, in any letter case and ignoring the diacritics of Latin letters (`cafe` finds `Café`); words are runs of letters and digits. `"two words"`: adjacent and in order; `pre*`: words starting with `pre` (two characters at least); `-word`: without that word. Newest first. A query with no word to find is a 400.
+                 * @example "farmers market" fresh -closed
+                 */
+                q?: string;
             };
             header?: {
                 /** @description ETags of representations the client holds: when one matches, the answer is 304 without a body */

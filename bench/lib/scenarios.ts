@@ -1,5 +1,5 @@
 import type { RequestSpec } from './load.js';
-import type { Tokens } from './seed.js';
+import { RARE_EVERY, RARE_WORD, type Tokens } from './seed.js';
 
 export type Backend = 'sqlite' | 'postgres';
 /** Which process a scenario loads: corkboard itself, the constant-route baseline, or the database baseline. */
@@ -39,6 +39,8 @@ export interface ScenarioContext {
   tokens: Tokens;
   /** Cursor of the deep page of GET /posts: near the oldest end, of the mean size (see run.ts). */
   deepCursor: string;
+  /** The same position as a cursor of the search for the common word (`posts?q="<word>"` scope). */
+  searchDeepCursor: string;
   /** A public post that no scenario changes: the 304 revalidation and its 200 twin read it. */
   onePost?: number;
   /** The many authors (10–100 followers each) and their tokens. */
@@ -68,6 +70,12 @@ const BODY = JSON.stringify({
 });
 const JSON_BODY = { 'content-type': 'application/json' };
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** The search scenarios' words: a rare one, two common ones (each in about half the posts), a users' prefix. */
+export const SEARCH_RARE = RARE_WORD;
+export const SEARCH_COMMON = 'coffee';
+const SEARCH_SECOND = 'garden';
+const SEARCH_USERS = 'user12';
 
 /** Every scenario of one backend run, in the order each round runs them (reads first, then writes). */
 export function scenarios(ctx: ScenarioContext): Scenario[] {
@@ -181,6 +189,48 @@ export function scenarios(ctx: ScenarioContext): Scenario[] {
       expect: { status: 200, items: 20 },
       versus: 'boards-first',
     },
+    // CONTRACT §11: search. Every seeded word is in about half the posts (the common word); the rare word is in one
+    // post in RARE_EVERY (seed.ts). A common word must cost about what a rare one does, and a deep page what the first does.
+    {
+      key: 'search-rare',
+      title: `GET /posts?q=${SEARCH_RARE} (one post in ${RARE_EVERY.toLocaleString('en')})`,
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/posts?q=${SEARCH_RARE}` },
+      expect: { status: 200 },
+      versus: 'list-posts-first',
+    },
+    {
+      key: 'search-common',
+      title: `GET /posts?q=${SEARCH_COMMON} (about half the posts)`,
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/posts?q=${SEARCH_COMMON}` },
+      expect: { status: 200, items: 20 },
+      versus: 'search-rare',
+    },
+    {
+      key: 'search-and',
+      title: `GET /posts?q=${SEARCH_COMMON}%20${SEARCH_SECOND} (two common words)`,
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/posts?q=${SEARCH_COMMON}%20${SEARCH_SECOND}` },
+      expect: { status: 200, items: 20 },
+      versus: 'search-common',
+    },
+    {
+      key: 'search-deep',
+      title: `GET /posts?q=${SEARCH_COMMON}, deep page (the position of list-posts-deep)`,
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/posts?q=${SEARCH_COMMON}&cursor=${encodeURIComponent(ctx.searchDeepCursor)}` },
+      expect: { status: 200, items: 20 },
+      versus: 'search-common',
+    },
+    {
+      key: 'search-users',
+      title: `GET /users?q=${SEARCH_USERS} (users named ${SEARCH_USERS}…, in username order)`,
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/users?q=${SEARCH_USERS}` },
+      expect: { status: 200, items: 20 },
+      versus: 'list-posts-first',
+    },
     ...growth,
     {
       key: insert,
@@ -259,6 +309,8 @@ export function targets(backend: Backend, growthPosts?: number, posts?: number):
     { title: `GET /posts/{id} ≥ 0.80 × bare Fastify + ${db} point read`, scenario: 'get-post', baseline: `baseline-${backend}-read`, min: 0.8 },
     { title: 'GET /posts deep page ≥ 0.90 × first page', scenario: 'list-posts-deep', baseline: 'list-posts-first', min: 0.9 },
     { title: 'Feed (following 1,000 users) ≥ 0.20 × GET /posts/{id}', scenario: 'feed', baseline: 'get-post', min: 0.2, unlikeResponses: true },
+    { title: 'Search, a common word ≥ 0.80 × a rare word', scenario: 'search-common', baseline: 'search-rare', min: 0.8 },
+    { title: 'Search, deep page ≥ 0.90 × first page', scenario: 'search-deep', baseline: 'search-common', min: 0.9 },
   ];
   if (backend === 'sqlite') {
     list.push({ title: 'POST /users/{id}/posts (10 followers) ≥ 0.50 × bare Fastify + better-sqlite3 insert', scenario: 'create-post', baseline: 'baseline-sqlite-insert', min: 0.5 });

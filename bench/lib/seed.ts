@@ -6,6 +6,8 @@ import { migrateToLatest } from '../../src/db/migrate.js';
 import { openStore } from '../../src/db/open.js';
 import type { Database } from '../../src/db/types.js';
 import { hashToken, newTokenSecret } from '../../src/shared/tokens.js';
+import { tsvectorText } from '../../src/db/search-sql.js';
+import { postIndexWords, userSearchWords } from '../../src/modules/search/search.text.js';
 import { hashPassword } from '../../src/shared/passwords.js';
 import { count, feedOf, textPool, visibilityOf, type Dataset } from './dataset.js';
 
@@ -49,8 +51,8 @@ const TABLES = {
   users: {
     name: 'users',
     columns: ['id', 'username', 'username_key', 'display_name', 'bio', 'role', 'password_hash', 'follower_count',
-      'following_count', 'post_count', 'public_post_count', 'followers_post_count', 'password_version', 'created_at', 'updated_at'],
-    pgTypes: ['int8', 'text', 'text', 'text', 'text', 'text', 'text', 'int4', 'int4', 'int4', 'int4', 'int4', 'int4', 'timestamptz', 'timestamptz'],
+      'following_count', 'post_count', 'public_post_count', 'followers_post_count', 'password_version', 'search_words', 'created_at', 'updated_at'],
+    pgTypes: ['int8', 'text', 'text', 'text', 'text', 'text', 'text', 'int4', 'int4', 'int4', 'int4', 'int4', 'int4', 'text', 'timestamptz', 'timestamptz'],
   },
   tokens: {
     name: 'tokens',
@@ -81,10 +83,19 @@ const TABLES = {
 } satisfies Record<string, TableSpec>;
 
 /** Tables whose secondary indexes are built after the load rather than maintained row by row. */
-const BULK_TABLES = ['follows', 'posts', 'feed_entries', 'boards'];
+const BULK_TABLES = ['follows', 'posts', 'feed_entries', 'boards', 'post_search'];
+
+/**
+ * The word of the search scenarios that few posts hold: one post in RARE_EVERY gets it at the end of its content
+ * (every seeded word is common: the vocabulary has 66 words and a post ~40 of them).
+ */
+export const RARE_WORD = 'quartz';
+export const RARE_EVERY = 10_000;
 
 interface Target {
   write(table: TableSpec, rows: Iterable<Row>): Promise<number>;
+  /** The search index of posts (src/db/search-sql.ts): its table, and the row of a post of these words. */
+  postSearch: { table: TableSpec; row(id: number, words: string[]): Row };
   dropSecondaryIndexes(tables: string[]): Promise<string[]>;
   run(statements: string[]): Promise<void>;
   /** Settles the database (switch modes, sequences, statistics); it stays open for `verify`. */
@@ -107,6 +118,8 @@ export const INVARIANTS: [string, string][] = [
   ['users.followers_post_count', "SELECT count(*) FROM users u WHERE followers_post_count <> (SELECT count(*) FROM posts p WHERE p.owner_id = u.id AND p.visibility = 'followers')"],
   ['tokens.password_version', 'SELECT count(*) FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.password_version <> u.password_version'],
   ['posts.reply_count', 'SELECT count(*) FROM posts WHERE reply_count <> 0 OR recommend_count <> 0'],
+  // One search entry per post (the index has no column both engines name alike to join on, so the counts).
+  ['post_search', 'SELECT abs((SELECT count(*) FROM posts) - (SELECT count(*) FROM post_search))'],
 ];
 
 async function verify(target: Target, data: Dataset): Promise<void> {
@@ -166,7 +179,8 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
     for (let u = 1; u <= users; u++) {
       const at = iso(USERS_AT + u * 1000);
       yield [u, `user${u}`, `user${u}`, `User ${u}`, '', 'member', passwordHash, count(data.followerOffsets, u),
-        count(data.followOffsets, u), count(data.ownerOffsets, u), publicPosts[u], followersPosts[u], 0, at, at];
+        count(data.followOffsets, u), count(data.ownerOffsets, u), publicPosts[u], followersPosts[u], 0,
+        userSearchWords(`user${u}`, `User ${u}`), at, at];
     }
   })());
   phase('users');
@@ -199,13 +213,21 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
   const titles = textPool(data.options.seed + 1, 4096, 2, 9, true);
   const contents = textPool(data.options.seed + 2, 4096, 12, 90, true);
   const pickText = (pool: string[], id: number) => pool[Math.imul(id, 2654435761) >>> 20] as string;
+  // Posts 1, 10,001, 20,001, …: public ones (visibilityOf), so the rare word's page is full at 200k posts and more.
+  const contentOf = (p: number) => pickText(contents, p) + (p % RARE_EVERY === 1 ? ` ${RARE_WORD}` : '');
   rows.posts = await target.write(TABLES.posts, (function* () {
     for (let p = 1; p <= posts; p++) {
       const at = iso(POSTS_AT + p * 1000);
-      yield [p, data.postOwner[p], pickText(titles, p), pickText(contents, p), visibilityOf(p), 0, 0, at, at];
+      yield [p, data.postOwner[p], pickText(titles, p), contentOf(p), visibilityOf(p), 0, 0, at, at];
     }
   })());
   phase('posts');
+
+  // The search entry the API writes with each post: the words of the title and content (search.text.ts).
+  rows.post_search = await target.write(target.postSearch.table, (function* () {
+    for (let p = 1; p <= posts; p++) yield target.postSearch.row(p, postIndexWords(pickText(titles, p), contentOf(p)));
+  })());
+  phase('post_search');
 
   // Every follower gets every post of every user they follow (what POST /users/{id}/followers and
   // POST /users/{id}/posts do at write time), in primary-key order (user_id, post_id).
@@ -260,6 +282,10 @@ export async function seedSqlite(file: string, data: Dataset, log: (line: string
   db.pragma('threads = 2');
   const BATCH = 200_000;
   const target: Target = {
+    postSearch: {
+      table: { name: 'post_search', columns: ['rowid', 'words'], pgTypes: [] },
+      row: (id, words) => [id, words.join(' ')],
+    },
     async write(table, rows) {
       // Multi-row INSERTs (PER_STATEMENT rows each) cut the per-row cost of crossing into the native binding.
       const tuple = `(${table.columns.map(() => '?').join(', ')})`;
@@ -303,6 +329,10 @@ export async function seedSqlite(file: string, data: Dataset, log: (line: string
       for (const statement of statements) db.exec(statement);
     },
     async finish() {
+      // The search index merged into one segment, as an index kept merged looks: FTS5 reads every segment that holds
+      // a word, and a bulk load leaves many (at 300k posts: a common word's first page 68 µs instead of 11, a deep
+      // page 272 µs instead of 31; see bench/README.md).
+      db.exec("INSERT INTO post_search (post_search) VALUES ('optimize')");
       db.pragma('journal_mode = WAL');
     },
     async scalar(text) {
@@ -332,8 +362,12 @@ export async function seedPostgres(url: string, data: Dataset, log: (line: strin
   await client.query('SET synchronous_commit = off');
   await client.query("SET maintenance_work_mem = '512MB'");
   const target: Target = {
+    postSearch: {
+      table: { name: 'post_search', columns: ['post_id', 'words'], pgTypes: ['int8', 'tsvector'] },
+      row: (id, words) => [id, tsvectorText(words)],
+    },
     async write(table, rows) {
-      const batch = table.name === 'posts' || table.name === 'boards' ? 10_000 : 50_000;
+      const batch = table.name === 'posts' || table.name === 'boards' || table.name === 'post_search' ? 10_000 : 50_000;
       const text =
         `INSERT INTO ${table.name} (${table.columns.join(', ')}) ` +
         `SELECT * FROM unnest(${table.pgTypes.map((t, i) => `$${i + 1}::${t}[]`).join(', ')})`;

@@ -27,6 +27,7 @@ export interface Database {
   blocks: BlocksTable;
   mutes: MutesTable;
   suspensions: SuspensionsTable;
+  post_search: PostSearchTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -54,6 +55,8 @@ export interface UsersTable {
   block_count: Generated<number>;
   /** Mutes by the user: zero lets listings skip the mute check. */
   mute_count: Generated<number>;
+  /** The words GET /users?q= finds the user by, each after a space (src/modules/search/search.text.ts). */
+  search_words: Generated<string>;
   created_at: string;
   updated_at: string;
 }
@@ -87,6 +90,16 @@ export interface PostsTable {
   recommend_count: Generated<number>;
   created_at: string;
   updated_at: string;
+}
+
+/**
+ * The post search index (src/db/search-sql.ts), one entry per post holding the words of its title and content.
+ * SQLite: an FTS5 table whose rowid is the post id (no `post_id` column: write it through search-sql.ts only).
+ * PostgreSQL: a table of (post_id, words tsvector) under a GIN index.
+ */
+export interface PostSearchTable {
+  post_id: number;
+  words: string;
 }
 
 export interface RepliesTable {

@@ -16,6 +16,9 @@ export interface CursorCodec {
   encode(scope: string, key: number): string;
   /** The key after which the next page starts; throws a 400 naming `cursor` when the cursor is not valid here. */
   decode(scope: string, cursor: string): number;
+  /** The same for a collection ordered by a text key (users found by name, in username order). */
+  encodeText(scope: string, key: string): string;
+  decodeText(scope: string, cursor: string): string;
 }
 
 /** A cursor's MAC: the first 12 bytes of HMAC-SHA256(secret, `scope|key`) in base64url, which makes 16 characters. */
@@ -45,6 +48,18 @@ export function createCursorCodec(secret: string): CursorCodec {
       if (!KEY_TEXT.test(keyText)) throw invalid();
       const key = Number(keyText);
       if (!sameInConstantTime(cursor.slice(dot + 1), macOf(`${scope}|${key}`))) throw invalid();
+      return key;
+    },
+    // `<base64url of the key>.<MAC>`; the MAC covers the key as text, under a scope of its own.
+    encodeText(scope, key) {
+      return `${Buffer.from(key).toString('base64url')}.${macOf(`${scope}|text|${key}`)}`;
+    },
+    decodeText(scope, cursor) {
+      const dot = cursor.indexOf('.');
+      const key = Buffer.from(cursor.slice(0, Math.max(dot, 0)), 'base64url').toString();
+      if (dot < 0 || cursor.length !== dot + 1 + MAC_LENGTH || !sameInConstantTime(cursor.slice(dot + 1), macOf(`${scope}|text|${key}`))) {
+        throw AppError.badRequest('cursor', 'is not a valid cursor for this collection');
+      }
       return key;
     },
   };
@@ -89,6 +104,28 @@ export async function keysetPage<Row extends { id: number }>(
   if (rows.length <= limit) return rows;
   const items = rows.slice(0, limit);
   const next = withCursor(request.url, cursors.encode(scope, (items[items.length - 1] as Row).id));
+  reply.header('link', `<${config.publicUrl}${next}>; rel="next"`);
+  return items;
+}
+
+/**
+ * `keysetPage` for a collection ordered by a text key that is unique within it (users found by name, by lower-cased
+ * username): `fetch` answers `limit + 1` rows after the key, `keyOf` tells a row's key.
+ */
+export async function textKeysetPage<Row>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  scope: string,
+  { limit = 20, cursor }: PageRequest,
+  fetch: (page: { limit: number; after?: string }) => Promise<Row[]>,
+  keyOf: (row: Row) => string,
+): Promise<Row[]> {
+  const { cursors, config } = request.server;
+  const after = cursor === undefined ? undefined : cursors.decodeText(scope, cursor);
+  const rows = await fetch({ limit, after });
+  if (rows.length <= limit) return rows;
+  const items = rows.slice(0, limit);
+  const next = withCursor(request.url, cursors.encodeText(scope, keyOf(items[items.length - 1] as Row)));
   reply.header('link', `<${config.publicUrl}${next}>; rel="next"`);
   return items;
 }

@@ -10,6 +10,7 @@ import * as tokensByUser from './20261127T0900_tokens_by_user.js';
 import * as streamEventTags from './20261127T1000_stream_event_tags.js';
 import * as safety from './20261127T1100_safety.js';
 import * as reports from './20261127T1200_reports.js';
+import * as search from './20261127T1300_search.js';
 import * as notifications from './20261127T1400_notifications.js';
 
 /**
@@ -28,5 +29,6 @@ export const migrations: Record<string, Migration> = {
   '20261127T1000_stream_event_tags': streamEventTags,
   '20261127T1100_safety': safety,
   '20261127T1200_reports': reports,
+  '20261127T1300_search': search,
   '20261127T1400_notifications': notifications,
 };

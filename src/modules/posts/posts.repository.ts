@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { matchingPosts, searchPage, type SearchTerm, type SearchWindow } from '../../db/search-sql.js';
 import type { Database, PostRow, Visibility } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
 import { POST_COLUMNS, listedTo, visibleTo, type Viewer } from '../../shared/visibility.js';
@@ -7,6 +8,12 @@ export interface PageOptions {
   limit: number;
   /** The id after which the page starts (newest first: only smaller ids follow). */
   after?: number;
+}
+
+/** Search (CONTRACT §11): only the posts matching `terms` (search.query.ts), and only `ownerId`'s when given. */
+export interface PostSearch {
+  terms: readonly SearchTerm[];
+  ownerId?: number;
 }
 
 /** The per-visibility counter on the owner's row that a post of this visibility is counted in, besides post_count. */
@@ -28,10 +35,16 @@ export function createPostsRepository(db: Kysely<Database>) {
    * the OR with `IS TRUE` (same truth table for a WHERE clause, standard SQL on both engines) turns it into a row
    * filter, and the ORDER BY is served by the primary key again. The EXPLAIN test in posts.test.ts pins this.
    */
-  function listQuery(viewer: Viewer, { limit, after }: PageOptions) {
+  function listQuery(viewer: Viewer, { limit, after }: PageOptions, search?: PostSearch, window: SearchWindow = { below: after }) {
     let query = db.selectFrom('posts').select(POST_COLUMNS);
-    // A listing: what the viewer may see (listedTo), less the posts of users they mute.
+    // A listing: what the viewer may see (listedTo), less the posts of users they mute; a search (CONTRACT §11: blocks
+    // and the caller's mutes apply), the user-posts one included, narrows these same posts.
     query = viewer ? query.where((eb) => eb(eb.parens(listedTo(viewer)(eb)), 'is', sql.lit(true))) : query.where(listedTo(viewer));
+    // Search: these same visible posts, narrowed to the matches and paged over the search index (db/search-sql.ts).
+    if (search) {
+      if (search.ownerId !== undefined) query = query.where('posts.owner_id', '=', search.ownerId);
+      return matchingPosts(db, query, search.terms, { ...window, ownerId: search.ownerId }, pageLimit(limit));
+    }
     if (after !== undefined) query = query.where('posts.id', '<', after);
     return query.orderBy('posts.id', 'desc').limit(pageLimit(limit));
   }
@@ -47,7 +60,10 @@ export function createPostsRepository(db: Kysely<Database>) {
     listQuery,
     listByOwnerQuery,
 
-    list: (viewer: Viewer, page: PageOptions): Promise<PostRow[]> => listQuery(viewer, page).execute(),
+    list: (viewer: Viewer, page: PageOptions, search?: PostSearch): Promise<PostRow[]> =>
+      search
+        ? searchPage(db, search.terms, page.after, page.limit, (window) => listQuery(viewer, page, search, window).execute(), { ownerId: search.ownerId })
+        : listQuery(viewer, page).execute(),
 
     listByOwner: (ownerId: number, viewer: Viewer, page: PageOptions): Promise<PostRow[]> =>
       listByOwnerQuery(ownerId, viewer, page).execute(),

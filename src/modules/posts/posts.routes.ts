@@ -9,8 +9,10 @@ import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
 import { toPost } from '../../shared/representations.js';
-import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, checkBodyId, toId } from '../../shared/schemas.js';
+import { DeletedSchema, PAGE_HEADERS, checkBodyId, toId } from '../../shared/schemas.js';
 import { countsDiffer, findVisiblePost, requireVisiblePost, withVisibleCounts, type Viewer } from '../../shared/visibility.js';
+import { canonicalQuery, parsePostQuery } from '../search/search.query.js';
+import { SearchPostsQuerySchema } from '../search/search.schemas.js';
 import { checkLastEventId, negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
@@ -47,8 +49,9 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: optionalBearer,
         description:
           'Newest first, paginated with `limit` and `cursor` (follow the `next` link). Without a token: public ' +
-          'posts; with one: also the caller’s own posts and followers-only posts of users they follow; admins see all.',
-        querystring: PageQuerySchema,
+          'posts; with one: also the caller’s own posts and followers-only posts of users they follow; admins see all. ' +
+          'With `q`, the posts among these that match the search (a JSON page, also when a stream is asked for).',
+        querystring: SearchPostsQuerySchema,
         response: {
           200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
           401: problems[401],
@@ -57,8 +60,12 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const caller = await app.auth.optional(request);
-      if (negotiateStream(request, reply)) return openStream(app, request, reply, { kind: 'posts', viewer: caller, caller });
-      const rows = await keysetPage(request, reply, 'posts', request.query, (page) => posts.list(caller, page));
+      const { q } = request.query;
+      if (q === undefined && negotiateStream(request, reply)) return openStream(app, request, reply, { kind: 'posts', viewer: caller, caller });
+      const search = q === undefined ? undefined : parsePostQuery(q);
+      // A cursor belongs to one search: the scope names it.
+      const scope = search ? `posts?q=${canonicalQuery(search)}` : 'posts';
+      const rows = await keysetPage(request, reply, scope, request.query, (page) => posts.list(caller, page, search));
       return (await withVisibleCounts(app.db, caller, rows)).map((r) => toPost(r, app.links));
     },
   );
@@ -169,9 +176,11 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags: ['posts'],
         summary: "List a user's posts the caller may see",
         security: optionalBearer,
-        description: 'Newest first, paginated with `limit` and `cursor` (follow the `next` link).',
+        description:
+          'Newest first, paginated with `limit` and `cursor` (follow the `next` link). With `q`, those of them that ' +
+          'match the search, as GET /posts?q= finds them.',
         params: UserParamsSchema,
-        querystring: PageQuerySchema,
+        querystring: SearchPostsQuerySchema,
         response: {
           200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
           401: problems[401],
@@ -182,8 +191,13 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const caller = await app.auth.optional(request);
       const ownerId = toId(request.params.user_id);
-      const scope = `user-posts|${ownerId}`;
-      const rows = await keysetPage(request, reply, scope, request.query, (page) => posts.listByOwner(ownerId, caller, page));
+      const { q } = request.query;
+      const search = q === undefined ? undefined : { ...parsePostQuery(q), ownerId };
+      // With `q`, the GET /posts?q= query narrowed to the owner, so that every rule of that listing holds here too.
+      const scope = `user-posts|${ownerId}${search ? `?q=${canonicalQuery(search)}` : ''}`;
+      const rows = await keysetPage(request, reply, scope, request.query, (page) =>
+        search ? posts.list(caller, page, search) : posts.listByOwner(ownerId, caller, page),
+      );
       // A page with posts proves the user exists; only an empty one needs the second query.
       if (rows.length === 0 && !(await users.exists(ownerId, caller))) throw AppError.notFound('user');
       return (await withVisibleCounts(app.db, caller, rows)).map((r) => toPost(r, app.links));

@@ -3,6 +3,7 @@ import type { PostRow, Visibility } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
 import type { PostChanges } from '../../shared/post-changes.js';
 import { postWritten } from '../notifications/notifications.service.js';
+import { indexPost } from '../search/search.repository.js';
 import { createPostsRepository } from './posts.repository.js';
 
 /**
@@ -27,6 +28,7 @@ export async function createPost(
     const createdAt = new Date().toISOString();
     const post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
     await postWritten(tx, post, true); // notifications of its mentions (CONTRACT §10), before the stream event
+    await indexPost(tx.db, post, false); // search (CONTRACT §11): in the same transaction
     await changes.record(tx, { kind: 'created', post });
     await withinTransaction?.(tx, post);
     return post;
@@ -55,6 +57,8 @@ export async function replacePost(
     // Strictly later than the last write: see Precondition.
     const post = await posts.update(current.id, { ...input, updated_at: updatedAfter(previous.updated_at) });
     if (!post) return undefined;
+    // Search (CONTRACT §11): the new words, in the same transaction; visibility is checked when searching.
+    if (previous.title !== post.title || previous.content !== post.content) await indexPost(tx.db, post, true);
     if (previous.visibility !== post.visibility) {
       await posts.countPost(post.owner_id, previous.visibility, -1);
       await posts.countPost(post.owner_id, post.visibility, 1);
@@ -82,6 +86,7 @@ export async function deletePost(
     if ((await tx.lockRows('posts', [current.id])).length === 0) return false;
     await options.ifMatch?.(tx.db);
     const posts = createPostsRepository(tx.db);
+    // Its search entry goes with the row (db/search-sql.ts: a trigger on SQLite, the foreign key on PostgreSQL).
     const post = await posts.remove(current.id);
     if (!post) return false;
     await posts.countPost(post.owner_id, post.visibility, -1);

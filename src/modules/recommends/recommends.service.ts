@@ -17,6 +17,9 @@ export type CreateRecommendResult =
  * `gone`: the post or the user was deleted after the caller's checks (the foreign key rejected the insert).
  * `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
  */
+/** Thrown inside the transaction to undo a recommend whose recommender can no longer be shown (see createRecommend). */
+class RecommendGone extends Error {}
+
 export async function createRecommend(
   store: Store,
   postId: number,
@@ -32,12 +35,14 @@ export async function createRecommend(
       await recommends.insert({ post_id: postId, user_id: userId, created_at: new Date().toISOString() });
       await recommends.addToRecommendCount(postId, 1);
       const user = await recommends.findRecommender(postId, userId, viewer);
-      if (!user) throw new Error('a recommend just inserted is not readable in its own transaction');
+      // Suspended (or the post hidden) by a transaction that committed since the check above: undone, as gone.
+      if (!user) throw new RecommendGone();
       await notifyRecommend(tx, userId, postId); // notifications (CONTRACT §10)
       await withinTransaction?.(tx, user);
       return { outcome: 'created', user };
     });
   } catch (error) {
+    if (error instanceof RecommendGone) return { outcome: 'gone' };
     const kind = constraintKind(error);
     if (kind === 'unique') return { outcome: 'duplicate' };
     if (kind === 'foreign_key') return { outcome: 'gone' };

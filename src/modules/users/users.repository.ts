@@ -1,6 +1,8 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database, NewUserRow, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
+import { usernameOrder } from '../../db/search-sql.js';
+import { userSearchWords } from '../search/search.text.js';
 import { USER_COLUMNS, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 export const usernameKey = (username: string) => username.toLowerCase();
@@ -59,11 +61,32 @@ export function createUsersRepository(db: Kysely<Database>) {
       return query.execute();
     },
 
+    /**
+     * GET /users?q= (CONTRACT §11): the users each of whose `words` (search.query.ts) starts a word of their
+     * username or display name (`search_words`, search.text.ts), in lower-cased username order, `limit + 1` rows
+     * after `after` (keyset over the unique username index). The walk stops at the page's end, so a word many
+     * users share costs little; one that few share walks further.
+     */
+    searchByName(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }): Promise<PublicUserRow[]> {
+      let query = db
+        .selectFrom('users')
+        .select(USER_COLUMNS)
+        .select(visiblePostCount(viewer))
+        // A suspended account is found by admins only (CONTRACT §9); blocks do not hide profiles here (§11).
+        .where(userShownTo(viewer))
+        .where((eb) => eb.and(words.map((word) => eb('users.search_words', 'like', `% ${word}%`))))
+        .orderBy(usernameOrder(db), 'asc')
+        .limit(pageLimit(options.limit));
+      if (options.after !== undefined) query = query.where(usernameOrder(db), '>', options.after);
+      if (options.username !== undefined) query = query.where('username_key', '=', usernameKey(options.username));
+      return query.execute();
+    },
+
     /** Throws the driver's unique violation when the username is taken in any letter case. */
     async insert(values: Omit<NewUserRow, 'username_key'>): Promise<number> {
       const row = await db
         .insertInto('users')
-        .values({ ...values, username_key: usernameKey(values.username) })
+        .values({ ...values, username_key: usernameKey(values.username), search_words: userSearchWords(values.username, values.display_name) })
         .returning('id')
         .executeTakeFirstOrThrow();
       return row.id;
@@ -73,7 +96,7 @@ export function createUsersRepository(db: Kysely<Database>) {
     async update(id: number, values: { username: string; display_name: string; bio: string; role?: Role; updated_at: string }): Promise<boolean> {
       const result = await db
         .updateTable('users')
-        .set({ ...values, username_key: usernameKey(values.username) })
+        .set({ ...values, username_key: usernameKey(values.username), search_words: userSearchWords(values.username, values.display_name) })
         .where('id', '=', id)
         .executeTakeFirst();
       return result.numUpdatedRows > 0n;

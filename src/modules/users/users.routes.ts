@@ -5,13 +5,14 @@ import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { bodyTag, ifMatch, tagOf } from '../../shared/conditional.js';
 import { createdAnswer } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
-import { keysetPage } from '../../shared/pagination.js';
+import { keysetPage, textKeysetPage } from '../../shared/pagination.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import { problems } from '../../shared/problems.js';
 import { toUser } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, checkBodyId, toId } from '../../shared/schemas.js';
 import type { Viewer } from '../../shared/visibility.js';
-import { createUsersRepository } from './users.repository.js';
+import { parseUserQuery } from '../search/search.query.js';
+import { createUsersRepository, usernameKey } from './users.repository.js';
 import {
   ChangePasswordBodySchema,
   CreateUserBodySchema,
@@ -68,14 +69,30 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags: ['users'],
         summary: 'List users',
         security: optionalBearer,
-        description: 'In id order, paginated with `limit` and `cursor`; `username` filters to one user.',
+        description:
+          'In id order, paginated with `limit` and `cursor`; `username` filters to one user. With `q`, the users ' +
+          'found by name, in lower-cased username order.',
         querystring: ListUsersQuerySchema,
         response: { 200: { description: 'A page of users', headers: PAGE_HEADERS, ...Type.Array(UserSchema) } },
       },
     },
     async (request, reply) => {
       const caller = await app.auth.optional(request);
-      const { username } = request.query;
+      const { username, q } = request.query;
+      if (q !== undefined) {
+        // Search (CONTRACT §11): keyset over the lower-cased username, in a scope of this query's words.
+        const words = parseUserQuery(q);
+        const scope = `users?q=${words.join(' ')}|${username?.toLowerCase() ?? ''}`;
+        const rows = await textKeysetPage(
+          request,
+          reply,
+          scope,
+          request.query,
+          (page) => users.searchByName(caller, words, { ...page, username }),
+          (row) => usernameKey(row.username),
+        );
+        return rows.map((r) => toUser(r, app.links));
+      }
       const scope = `users|${username?.toLowerCase() ?? ''}`;
       const rows = await keysetPage(request, reply, scope, request.query, (page) => users.list(caller, { ...page, username }));
       return rows.map((r) => toUser(r, app.links));

@@ -10,6 +10,7 @@ import {
   Timestamp,
   USERNAME_PATTERN,
 } from '../../shared/schemas.js';
+import { UserSearchParam } from '../search/search.schemas.js';
 
 export const Username = Type.String({
   pattern: USERNAME_PATTERN,
@@ -78,4 +79,5 @@ export const ChangePasswordBodySchema = Type.Object(
 export const ListUsersQuerySchema = Type.Object({
   ...PageQuerySchema.properties,
   username: Type.Optional(Text(0, 64, 'Exact username, compared case-insensitively')),
+  q: UserSearchParam,
 });

@@ -1,0 +1,230 @@
+import { PostgresAdapter, sql, type Expression, type Kysely, type SelectQueryBuilder, type SqlBool } from 'kysely';
+import type { Database } from './types.js';
+
+/**
+ * The post search index, one text per dialect (CONTRACT §11). Words come already folded and split by
+ * src/modules/search/search.text.ts, so neither engine tokenizes or folds anything itself and both find the same
+ * posts:
+ * - SQLite: `post_search` is a contentless FTS5 table (rowid = post id) with the `ascii` tokenizer, which splits
+ *   the stored text at its spaces only (every non-ASCII character is part of a word; the words hold no ASCII
+ *   punctuation) and lower-cases ASCII letters that are lower-case already.
+ * - PostgreSQL: `post_search.words` is a tsvector written lexeme by lexeme with positions (its text input, not
+ *   to_tsvector: the default parser would re-split words), under a GIN index; queries are tsquery text, likewise
+ *   taken verbatim.
+ * Every term is quoted, so a query's text is never the engine's query syntax.
+ */
+
+/** One word of a query; `prefix`: matches the words starting with it. */
+export interface SearchWord {
+  text: string;
+  prefix: boolean;
+}
+
+/** A word or a phrase (words adjacent and in order) that a post must hold, or must not hold (`exclude`). */
+export interface SearchTerm {
+  words: SearchWord[];
+  exclude: boolean;
+}
+
+export const isPostgres = (db: Kysely<Database>) => db.getExecutor().adapter instanceof PostgresAdapter;
+
+/** An FTS5 MATCH expression: `("a" AND "b" + "c" AND "pre"*) NOT ("x" OR "y")`. */
+export function fts5Query(terms: readonly SearchTerm[]): string {
+  const phrase = (term: SearchTerm) => term.words.map((w) => `"${w.text.replace(/"/g, '""')}"${w.prefix ? '*' : ''}`).join(' + ');
+  const include = terms.filter((t) => !t.exclude).map(phrase);
+  const exclude = terms.filter((t) => t.exclude).map(phrase);
+  return exclude.length === 0 ? include.join(' AND ') : `(${include.join(' AND ')}) NOT (${exclude.join(' OR ')})`;
+}
+
+const lexeme = (text: string) => `'${text.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+
+/** A tsquery in its text form: `'a' & ('b' <-> 'c') & 'pre':* & !'x'`. */
+export function tsqueryText(terms: readonly SearchTerm[]): string {
+  const phrase = (term: SearchTerm) => {
+    const words = term.words.map((w) => `${lexeme(w.text)}${w.prefix ? ':*' : ''}`);
+    return words.length === 1 ? words[0] : `(${words.join(' <-> ')})`;
+  };
+  return terms.map((term) => `${term.exclude ? '!' : ''}${phrase(term)}`).join(' & ');
+}
+
+/** A tsvector in its text form, each word with its positions (1-based, in order): `'a':1,3 'b':2`. */
+export function tsvectorText(words: readonly string[]): string {
+  const positions = new Map<string, number[]>();
+  words.forEach((word, i) => {
+    const list = positions.get(word);
+    if (list) list.push(i + 1);
+    else positions.set(word, [i + 1]);
+  });
+  return [...positions].map(([word, list]) => `${lexeme(word)}:${list.join(',')}`).join(' ');
+}
+
+/**
+ * Writes a post's entry (`replace`: it has one already). Its removal needs no call: a post's deletion takes it
+ * along (PostgreSQL: the foreign key's cascade; SQLite: a trigger), the cascade of an account's deletion included.
+ */
+export async function writePostSearch(db: Kysely<Database>, postId: number, words: readonly string[], replace: boolean): Promise<void> {
+  if (isPostgres(db)) {
+    await sql`insert into post_search (post_id, words) values (${postId}, ${tsvectorText(words)}::tsvector)
+      on conflict (post_id) do update set words = excluded.words`.execute(db);
+    return;
+  }
+  // FTS5 reads a rowid bound as a REAL (how the driver binds a JS number) as no rowid: cast it.
+  if (replace) await sql`delete from post_search where rowid = cast(${postId} as integer)`.execute(db);
+  await sql`insert into post_search (rowid, words) values (cast(${postId} as integer), ${words.join(' ')})`.execute(db);
+}
+
+/**
+ * Where in the id order a search query looks: below `below` (the page's cursor, or the end of an earlier window),
+ * at or above `atLeast`; `ids`: only these posts (matches the index listed, see `searchPage`).
+ */
+export interface SearchWindow {
+  below?: number;
+  atLeast?: number;
+  ids?: readonly number[];
+  /** PostgreSQL: the window is the `size` newest posts below `below` (`atLeast` is the oldest of them). */
+  size?: number;
+  /**
+   * The query is narrowed to one owner's posts (GET /users/{id}/posts?q=): their posts, over the `(owner_id, id)`
+   * index, drive the page, each looked up in the search index, rather than every match of the words.
+   */
+  ownerId?: number;
+}
+
+/**
+ * Narrows a posts query to the posts matching `terms` in `window`, newest first, `limit` rows (the page's
+ * `LIMIT`).
+ *
+ * SQLite: FTS5 drives the page, walking its doclists backwards from the cursor in rowid order and stopping at the
+ * page's end, for a rare word as for a common one. The ORDER BY and the bound must be on FTS5's rowid (not
+ * `posts.id`) and the bound an INTEGER (FTS5 takes a bound driver's REAL for no bound), or FTS5 scans every
+ * match first. The whole page is one window.
+ *
+ * PostgreSQL: a GIN index lists every match of a word (no order, no bound), so the planner chooses between it
+ * (then sorts) and the primary key walked backwards with the match as a filter, by its estimate of how common the
+ * words are; for a word outside its statistics it assumes 0.5% of rows, and walks a large table even for a word
+ * that few posts hold. `searchPage` decides instead, by what it finds: a window of the newest posts below the
+ * cursor first (`atLeast`: bounded work, enough for a common word), then the index for the rest (`ids`: the
+ * matches the index lists, a batch at a time), where a word that missed the window is rare.
+ */
+export function matchingPosts<O>(
+  db: Kysely<Database>,
+  query: SelectQueryBuilder<Database, 'posts', O>,
+  terms: readonly SearchTerm[],
+  { below, atLeast, ids, size, ownerId }: SearchWindow,
+  limit: Expression<number>,
+) {
+  if (isPostgres(db)) {
+    const tsquery = sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`;
+    // Statements are prepared, and after a few runs PostgreSQL may plan them once for any parameters (a generic
+    // plan), blind to the words and the bounds: each shape below has one good plan whatever they are.
+    if (ids) {
+      // Matches the index listed (`searchPage`): the posts among them the rest of the query keeps, by primary key.
+      return query.where(sql<SqlBool>`posts.id = any(${[...ids]}::bigint[])`).orderBy('posts.id', 'desc').limit(limit);
+    }
+    if (size !== undefined) {
+      // The window as a subquery with a LIMIT in the text: a plan of at most `size` rows, whatever the bounds, each
+      // post's entry read by its key. The match under IS TRUE (the same rows) is no index condition: a generic plan
+      // ANDed the GIN index (every match of a common word) with the window's range.
+      let window = db.selectFrom('posts').select('posts.id as window_id').orderBy('posts.id', 'desc').limit(sql.lit(size));
+      if (below !== undefined) window = window.where('posts.id', '<', below);
+      if (ownerId !== undefined) window = window.where('posts.owner_id', '=', ownerId);
+      let walked = query
+        .innerJoin(window.as('window'), 'window.window_id', 'posts.id')
+        .innerJoin('post_search', 'post_search.post_id', 'posts.id')
+        .where((eb) => eb(eb.parens(tsquery), 'is', sql.lit(true)));
+      if (atLeast !== undefined) walked = walked.where('posts.id', '>=', atLeast);
+      // In the window's order (the same order), so the walk stops at the page's end instead of sorting the window.
+      return walked.orderBy('window.window_id', 'desc').limit(limit);
+    }
+    // One query over the whole index (tests compare the windows with it).
+    let matching = query.innerJoin('post_search', 'post_search.post_id', 'posts.id').where(tsquery);
+    // Each bound on both sides of the join: a merge join does not carry a range from one side to the other.
+    if (below !== undefined) matching = matching.where('posts.id', '<', below).where('post_search.post_id', '<', below);
+    if (atLeast !== undefined) matching = matching.where('posts.id', '>=', atLeast).where('post_search.post_id', '>=', atLeast);
+    return matching.orderBy('posts.id', 'desc').limit(limit);
+  }
+  const match = sql<SqlBool>`post_search match ${fts5Query(terms)}`;
+  if (ownerId !== undefined) {
+    // One owner's posts newest first (the owner index) in the outer loop, each matched by an FTS5 lookup of its
+    // rowid: SQLite keeps a CROSS JOIN's order, and would otherwise drive by every match of the words.
+    let owned = query.crossJoin('post_search').where(sql<SqlBool>`post_search.rowid = posts.id`).where(match).where('posts.owner_id', '=', ownerId);
+    if (below !== undefined) owned = owned.where('posts.id', '<', below);
+    return owned.orderBy('posts.id', 'desc').limit(limit);
+  }
+  let matching = query.innerJoin('post_search', (join) => join.on(sql<SqlBool>`post_search.rowid = posts.id`)).where(match);
+  if (below !== undefined) matching = matching.where(sql<SqlBool>`post_search.rowid < cast(${below} as integer)`);
+  return matching.orderBy(sql`post_search.rowid`, 'desc').limit(limit);
+}
+
+/**
+ * PostgreSQL: how many of the newest posts below the cursor a page looks at along the id order first, and at most
+ * after that when the first window found some matches but not a page.
+ */
+export const SEARCH_WINDOW = 128;
+export const SEARCH_WINDOW_MAX = 32_768;
+
+/**
+ * Reads one search page of `limit + 1` rows after `after` through `read` (a query made by `matchingPosts`): in one
+ * window on SQLite. On PostgreSQL, the newest `SEARCH_WINDOW` posts below the cursor first; when they hold some
+ * matches but not a page, as many more as that density says the page needs (twice that, at most
+ * `SEARCH_WINDOW_MAX`); then, if the page is still not full, the index's matches below the windows (see
+ * `matchingPosts`), which are then few: a word none of the first window's posts holds is in fewer than one post
+ * in 128. The same rows either way; the work is bounded by the windows for a common word, and by the number of
+ * matches for a rare one.
+ */
+export async function searchPage<Row extends { id: number }>(
+  db: Kysely<Database>,
+  terms: readonly SearchTerm[],
+  after: number | undefined,
+  limit: number,
+  read: (window: SearchWindow) => Promise<Row[]>,
+  { ownerId, first = SEARCH_WINDOW, max = SEARCH_WINDOW_MAX, batch: batchSize = INDEX_BATCH }: { ownerId?: number; first?: number; max?: number; batch?: number } = {},
+): Promise<Row[]> {
+  if (!isPostgres(db)) return read({ below: after, ownerId });
+  const rows: Row[] = [];
+  let below = after;
+  let size = first;
+  for (let round = 0; round < 2; round++) {
+    let edge = db.selectFrom('posts').select('posts.id').orderBy('posts.id', 'desc').offset(size - 1).limit(1);
+    if (below !== undefined) edge = edge.where('posts.id', '<', below);
+    // One owner's search walks that owner's posts (the owner index).
+    if (ownerId !== undefined) edge = edge.where('posts.owner_id', '=', ownerId);
+    const atLeast = (await edge.executeTakeFirst())?.id;
+    const found = await read({ below, atLeast, size, ownerId });
+    rows.push(...found);
+    if (rows.length > limit || atLeast === undefined) return rows.slice(0, limit + 1);
+    below = atLeast;
+    if (found.length === 0) break;
+    // A power of two, so that the statement texts (the window's LIMIT is in them) are few.
+    size = Math.min(max, 2 ** Math.ceil(Math.log2((2 * (limit + 1 - rows.length) * size) / found.length)));
+  }
+  // The index's matches below the windows, newest first, a batch at a time. Written so that a generic plan (the
+  // statement is prepared; PostgreSQL may plan it once for any words) is the GIN index's bitmap: `+ 0` keeps the
+  // bound out of the index conditions (ANDed with a range of the primary key it read every row below the bound).
+  for (;;) {
+    let batch = db
+      .selectFrom('post_search')
+      .select('post_search.post_id')
+      .where(sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`)
+      .orderBy('post_search.post_id', 'desc')
+      .limit(sql.lit(batchSize));
+    if (below !== undefined) batch = batch.where(sql<SqlBool>`post_search.post_id + 0 < ${below}`);
+    const ids = (await batch.execute()).map((r) => Number(r.post_id));
+    if (ids.length === 0) break;
+    rows.push(...(await read({ ids, ownerId })));
+    if (rows.length > limit || ids.length < batchSize) break;
+    below = ids[ids.length - 1];
+  }
+  return rows.slice(0, limit + 1);
+}
+
+/** How many of the index's matches a search page takes at a time once past the windows. */
+const INDEX_BATCH = 500;
+
+/**
+ * `users.username_key` compared in code-point order on both engines (SQLite's BINARY; PostgreSQL's "C", which an
+ * index of the search migration serves), whatever the database's default collation: users found by name are
+ * ordered and paged by it, and `_` must sort where it sorts on SQLite.
+ */
+export const usernameOrder = (db: Kysely<Database>) =>
+  isPostgres(db) ? sql<string>`users.username_key collate "C"` : sql<string>`users.username_key`;

@@ -1,0 +1,409 @@
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
+import type { FastifyInstance } from 'fastify';
+import { Kysely, Migrator, SqliteDialect, sql } from 'kysely';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { buildApp } from '../../app.js';
+import { migrations } from '../../db/migrations/index.js';
+import { openStore } from '../../db/open.js';
+import type { Store } from '../../db/store.js';
+import type { Database, Visibility } from '../../db/types.js';
+import { buildTestApp, call, testConfig } from '../../../test/helpers/build-test-app.js';
+import { follow, nextPath, publish } from '../../../test/helpers/api.js';
+import { backend, freshDatabase, sqlitePlan } from '../../../test/helpers/database.js';
+import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
+import { createPostsRepository } from '../posts/posts.repository.js';
+import { searchPage } from '../../db/search-sql.js';
+import { parsePostQuery, parseUserQuery } from './search.query.js';
+import { wordsOf } from './search.text.js';
+
+const PROBLEM = 'application/problem+json; charset=utf-8';
+
+/** The documents of the table below, published in this order (so newest first is the reverse). */
+const DOCUMENTS: Record<string, { title: string; content: string }> = {
+  cafe: { title: 'Café society', content: 'We met at the cafe on Monday.' },
+  latte: { title: 'CAFÉ LATTE', content: 'Straße und Übung' },
+  numbers: { title: 'Room 101', content: 'Version 2 of abc123 and 12345678901234567890' },
+  email: { title: 'Contact', content: 'Write to ann@example.com or bob-smith@example.org today.' },
+  newYork: { title: 'New York', content: 'I love new york pizza, not york new.' },
+  yorkIsNew: { title: 'York is new', content: 'A town' },
+  connect: { title: 'Connect', content: 'connect connection' },
+  connected: { title: 'Connected people', content: 'people' },
+  keywords: { title: 'or and not', content: 'NEAR AND OR NOT "quoted" * - ( ) : ^' },
+  scripts: { title: 'Ελληνικά ΟΔΟΣ', content: '東京 тест naïve हिन्दी' },
+  prefix: { title: 'prefix test', content: 'preamble premium' },
+  dashed: { title: 'foo-bar', content: 'foo_baz x' },
+  repeated: { title: 'Repeated', content: `${'w '.repeat(300)}z` },
+};
+
+/** (query, the documents it finds, newest first). */
+const FINDS: [string, string[]][] = [
+  ['cafe', ['latte', 'cafe']],
+  ['CAFÉ', ['latte', 'cafe']],
+  ['cafe\u0301', ['latte', 'cafe']], // decomposed é
+  ['Cafe latte', ['latte']],
+  ['straße', ['latte']],
+  ['STRASSE', []], // no folding beyond case and Latin diacritics
+  ['ubung', ['latte']],
+  ['"new york"', ['newYork']],
+  ['"york new"', ['newYork']],
+  ['new york', ['yorkIsNew', 'newYork']],
+  ['york -pizza', ['yorkIsNew']],
+  ['york -"new york"', ['yorkIsNew']],
+  ['"new york" -pizza', []],
+  ['"new york', ['newYork']], // an unclosed quote runs to the end
+  ['pre*', ['prefix']],
+  ['prem*', ['prefix']],
+  ['premium*', ['prefix']],
+  ['p*', []], // a * after one character is ignored: the word "p"
+  ['x*', ['dashed']],
+  ['connect', ['connect']], // no stemming
+  ['connected', ['connected']],
+  ['connect*', ['connected', 'connect']],
+  ['ann@example.com', ['email']],
+  ['"example com"', ['email']],
+  ['"com example"', []],
+  ['bob smith', ['email']],
+  ['foo-bar', ['dashed']],
+  ['"foo bar"', ['dashed']],
+  ['baz', ['dashed']],
+  ['abc123', ['numbers']],
+  ['abc', []],
+  ['abc*', ['numbers']],
+  ['12345678901234567890', ['numbers']],
+  ['1234567890*', ['numbers']],
+  ['101 2', ['numbers']],
+  ['or', ['keywords', 'email']], // no stop words, and no operators
+  ['near and or not', ['keywords']],
+  ['cafe OR latte', []],
+  ['NEAR(cafe latte)', []],
+  ['οδος', ['scripts']], // final sigma
+  ['ΟΔΟΣ', ['scripts']],
+  ['東京', ['scripts']],
+  ['тест', ['scripts']],
+  ['NAIVE', ['scripts']],
+  ['हिन्दी', ['scripts']],
+  ['z', ['repeated']],
+  ['w', ['repeated']],
+  ['"w z"', []], // past the 256th occurrence of a word, a phrase through it is missed on both engines alike
+  ['"w w"', ['repeated']],
+  ["'; drop table posts; --", []],
+  ['cafe\\', ['latte', 'cafe']],
+  ['*cafe* -x', ['latte', 'cafe']],
+  ['cafe -(latte)', ['latte']], // `-` before a non-word is a separator
+  ['--cafe latte', []],
+  ['-- cafe latte', ['latte']],
+];
+
+/** Queries with nothing to match, or over the limits: 400 naming q. */
+const REFUSED = ['', 'cafe\u0000', '   ', '-cafe', '"" - * ', '-"new york"', '---', 'a'.repeat(201), 'a b c d e f g h i j k', '"a b c d e f g h i j k"', '-a b c d e f g h i j k'];
+
+async function publishAll(app: FastifyInstance, owner: TestUser): Promise<Record<string, number>> {
+  const ids: Record<string, number> = {};
+  for (const [name, body] of Object.entries(DOCUMENTS)) {
+    const res = await call(app, 'POST', `/users/${owner.id}/posts`, { token: owner.token, body });
+    expect(res.statusCode).toBe(201);
+    ids[name] = res.json().id;
+  }
+  return ids;
+}
+
+const search = (app: FastifyInstance, q: string, token?: string, path = '/posts') =>
+  call(app, 'GET', `${path}?q=${encodeURIComponent(q)}`, { token });
+const ids = (res: { json(): unknown }) => (res.json() as { id: number }[]).map((p) => p.id);
+
+describe('GET /posts?q=', () => {
+  it('finds, per the table, the same posts in the same order on this backend', async () => {
+    const app = await buildTestApp();
+    const owner = await signUp(app);
+    const docs = await publishAll(app, owner);
+    const found: Record<string, number[]> = {};
+    for (const [q] of FINDS) {
+      const res = await search(app, q);
+      expect(res.statusCode, q).toBe(200);
+      found[q] = ids(res);
+    }
+    expect(found).toEqual(Object.fromEntries(FINDS.map(([q, names]) => [q, names.map((n) => docs[n])])));
+    // The same through the owner's listing.
+    const own = await search(app, 'cafe', undefined, `/users/${owner.id}/posts`);
+    expect(ids(own)).toEqual([docs.latte, docs.cafe]);
+  });
+
+  it.each(REFUSED)('answers 400 naming q for %j', async (q) => {
+    const app = await buildTestApp();
+    const res = await search(app, q);
+    expect(res.statusCode).toBe(400);
+    expect(res.headers['content-type']).toBe(PROBLEM);
+    expect(res.json().errors.map((e: { field: string }) => e.field)).toEqual(['q']);
+  });
+
+  it('takes 200 code points of any plane, and 10 terms counting phrase words and exclusions', async () => {
+    const app = await buildTestApp();
+    expect((await search(app, '😀'.repeat(199) + 'a')).statusCode).toBe(200);
+    expect((await search(app, '😀'.repeat(201))).statusCode).toBe(400);
+    expect((await search(app, 'a b c d e f g h i -j')).statusCode).toBe(200);
+    expect((await search(app, '"a b c d e" f g h i -j')).statusCode).toBe(200);
+    expect((await search(app, '"a b c d e" f g h i -j k')).statusCode).toBe(400);
+    // A repeated q is not a query either.
+    for (const path of ['/posts?q=a&q=b', '/users?q=a&q=b', '/users/1/posts?q=a&q=b']) {
+      const res = await call(app, 'GET', path);
+      expect({ path, status: res.statusCode, field: res.json().errors?.[0]?.field }).toEqual({ path, status: 400, field: 'q' });
+    }
+  });
+
+  it('shows only what the caller may see: followers-only and private posts stay hidden from the others', async () => {
+    const app = await buildTestApp();
+    const owner = await signUp(app);
+    const follower = await signUp(app);
+    const stranger = await signUp(app);
+    const admin = await createAdmin(app);
+    await follow(app, follower, owner);
+    const pub = await publish(app, owner, 'secretword public', 'public');
+    const fol = await publish(app, owner, 'secretword followers', 'followers');
+    const pri = await publish(app, owner, 'secretword private', 'private');
+    const expected = {
+      anonymous: [pub.id],
+      stranger: [pub.id],
+      follower: [fol.id, pub.id],
+      owner: [pri.id, fol.id, pub.id],
+      admin: [pri.id, fol.id, pub.id],
+    };
+    const tokens = { anonymous: undefined, stranger: stranger.token, follower: follower.token, owner: owner.token, admin: admin.token };
+    const seen: Record<string, number[]> = {};
+    const seenOwn: Record<string, number[]> = {};
+    for (const [who, token] of Object.entries(tokens)) {
+      seen[who] = ids(await search(app, 'secretword', token));
+      seenOwn[who] = ids(await search(app, 'secretword', token, `/users/${owner.id}/posts`));
+    }
+    expect(seen).toEqual(expected);
+    expect(seenOwn).toEqual(expected);
+  });
+
+  it('shows edits, visibility changes and deletes at once, an account deletion included', async () => {
+    const app = await buildTestApp();
+    const owner = await signUp(app);
+    const post = await publish(app, owner, 'alpha');
+    expect(ids(await search(app, 'alpha'))).toEqual([post.id]);
+    const put = (body: object) => call(app, 'PUT', `/posts/${post.id}`, { token: owner.token, body });
+    expect((await put({ title: 'beta', content: 'gamma', visibility: 'public' })).statusCode).toBe(200);
+    expect(ids(await search(app, 'alpha'))).toEqual([]);
+    expect(ids(await search(app, 'beta gamma'))).toEqual([post.id]);
+    expect((await put({ title: 'beta', content: 'gamma', visibility: 'private' })).statusCode).toBe(200);
+    expect(ids(await search(app, 'beta'))).toEqual([]);
+    expect(ids(await search(app, 'beta', owner.token))).toEqual([post.id]);
+    expect((await put({ title: 'beta', content: 'gamma', visibility: 'public' })).statusCode).toBe(200);
+    expect((await call(app, 'DELETE', `/posts/${post.id}`, { token: owner.token })).statusCode).toBe(200);
+    expect(ids(await search(app, 'beta', owner.token))).toEqual([]);
+
+    const other = await publish(app, owner, 'delta');
+    expect(ids(await search(app, 'delta'))).toEqual([other.id]);
+    expect(await indexEntries(app)).toBe(1);
+    expect((await call(app, 'DELETE', `/users/${owner.id}`, { token: owner.token })).statusCode).toBe(200);
+    expect(ids(await search(app, 'delta'))).toEqual([]);
+    // The index entries went with the posts (the trigger, or the foreign key's cascade).
+    expect(await indexEntries(app)).toBe(0);
+  });
+
+  it('pages newest first over keyset cursors, each post once, while new posts arrive', async () => {
+    const app = await buildTestApp();
+    const owner = await signUp(app);
+    const made: number[] = [];
+    for (let i = 0; i < 25; i++) made.push((await publish(app, owner, i % 2 ? `paged odd ${i}` : `paged even ${i}`)).id);
+    const seen: number[] = [];
+    let path: string | undefined = '/posts?q=paged&limit=10';
+    let pages = 0;
+    while (path) {
+      const res = await call(app, 'GET', path);
+      expect(res.statusCode).toBe(200);
+      seen.push(...ids(res));
+      if (pages++ === 0) await publish(app, owner, 'paged later'); // newer than the cursor: not on later pages
+      path = nextPath(res.headers.link);
+    }
+    expect(pages).toBe(3);
+    expect(seen).toEqual([...made].reverse());
+    // Two terms, over pages too.
+    const odd = await call(app, 'GET', '/posts?q=paged%20odd&limit=5');
+    expect(ids(odd)).toEqual(made.filter((_, i) => i % 2).reverse().slice(0, 5));
+    const second = await call(app, 'GET', nextPath(odd.headers.link)!);
+    expect(ids(second)).toEqual(made.filter((_, i) => i % 2).reverse().slice(5, 10));
+    // A cursor belongs to its query: another query's, or an edited one, is a 400 naming cursor.
+    const cursor = /cursor=([^&>]+)/.exec(String(odd.headers.link))![1]!;
+    for (const path of [`/posts?q=paged%20even&cursor=${cursor}`, `/posts?cursor=${cursor}`, `/posts?q=paged%20odd&cursor=${cursor.replace(/^\d/, '9')}`]) {
+      const res = await call(app, 'GET', path);
+      expect({ path, status: res.statusCode, field: res.json().errors?.[0]?.field }).toEqual({ path, status: 400, field: 'cursor' });
+    }
+  });
+
+  it('answers 404 for the posts of a user that does not exist, and JSON when a stream is asked for with q', async () => {
+    const app = await buildTestApp();
+    expect((await search(app, 'x', undefined, '/users/999/posts')).statusCode).toBe(404);
+    const res = await call(app, 'GET', '/posts?q=x', { headers: { accept: 'text/event-stream' } });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual([]);
+  });
+
+  it.runIf(backend === 'sqlite')('lets FTS5 drive the page on SQLite: no sort, the cursor as the index bound', async () => {
+    const app = await buildTestApp();
+    const posts = createPostsRepository(app.db);
+    const terms = parsePostQuery('common word').terms;
+    for (const viewer of [undefined, { id: 1, role: 'member' as const }]) {
+      const plan = await sqlitePlan(app.db, posts.listQuery(viewer, { limit: 20, after: 1000 }, { terms }));
+      expect(plan[0]).toMatch(/^SCAN post_search VIRTUAL TABLE INDEX \d+:M1<$/);
+      expect(plan.join('\n')).not.toMatch(/TEMP B-TREE/);
+      // One owner's posts drive their search (the owner index), each looked up in FTS5 by rowid.
+      const owned = await sqlitePlan(app.db, posts.listQuery(viewer, { limit: 20, after: 1000 }, { terms, ownerId: 7 }, { below: 1000, ownerId: 7 }));
+      expect(owned[0]).toMatch(/^SEARCH posts USING INDEX posts_owner_id \(owner_id=\? AND id<\?\)$/);
+      expect(owned.filter((line) => line.includes('post_search'))).toEqual([expect.stringMatching(/^SCAN post_search VIRTUAL TABLE INDEX \d+:=M1$/)]);
+      expect(owned.join('\n')).not.toMatch(/TEMP B-TREE/);
+    }
+  });
+});
+
+describe('a search page read in windows (PostgreSQL)', () => {
+  it('has the rows one query over the whole index has, whichever windows find them', async () => {
+    const app = await buildTestApp();
+    const owner = await signUp(app);
+    const follower = await signUp(app);
+    await follow(app, follower, owner);
+    for (let i = 1; i <= 40; i++) {
+      const words = [i % 2 ? 'odd' : 'even', i % 13 === 0 ? 'rare' : 'plain', i <= 8 ? 'early' : 'late', i % 3 ? 'red green' : 'green red'];
+      await publish(app, i % 4 === 0 ? follower : owner, words.join(' '), i % 5 === 0 ? 'private' : i % 7 === 0 ? 'followers' : 'public');
+    }
+    const posts = createPostsRepository(app.db);
+    const queries = ['odd', 'rare', 'early', 'odd rare', '"red green"', 'late -odd', 'gre*', 'nothing'];
+    const checked: string[] = [];
+    for (const q of queries) {
+      const search = { terms: parsePostQuery(q).terms };
+      for (const viewer of [undefined, { id: follower.id, role: 'member' as const }]) {
+        for (const after of [undefined, 35, 20, 9]) {
+          for (const limit of [1, 3, 20]) {
+            const page = { limit, after };
+            for (const windows of [{ first: 1, max: 2, batch: 1 }, { first: 3, max: 7, batch: 2 }, { first: 5, max: 100 }, { first: 2, max: 9, batch: 3, ownerId: owner.id }]) {
+              const scoped = { ...search, ownerId: windows.ownerId };
+              const whole = await posts.listQuery(viewer, page, scoped, { below: after, ownerId: windows.ownerId }).execute();
+              const windowed = await searchPage(app.db, search.terms, after, limit, (w) => posts.listQuery(viewer, page, scoped, w).execute(), windows);
+              expect({ q, viewer: viewer?.id, after, limit, windows, ids: windowed.map((r) => r.id) }).toEqual({
+                q, viewer: viewer?.id, after, limit, windows, ids: whole.map((r) => r.id),
+              });
+            }
+            checked.push(`${q}|${after}|${limit}`);
+          }
+        }
+      }
+    }
+    expect(checked.length).toBe(queries.length * 2 * 4 * 3);
+  });
+});
+
+const indexEntries = async (app: FastifyInstance) =>
+  Number((await sql<{ n: number }>`select count(*) as n from post_search`.execute(app.db)).rows[0]!.n);
+
+describe('GET /users?q=', () => {
+  it('finds the users each query word starts a word of, in lower-cased username order, paged', async () => {
+    const app = await buildTestApp();
+    const make = async (username: string, displayName: string) => (await signUp(app, { username, displayName })).id;
+    const annSmith = await make('Ann_Smith', 'Ann Smith');
+    const annabel = await make('annabel', 'Belle');
+    const bob = await make('bob', 'Ann-Marie Café');
+    const zed = await make('zed_ann', '');
+    await make('nanny', 'Joanne');
+    const find = async (q: string) => {
+      const res = await call(app, 'GET', `/users?q=${encodeURIComponent(q)}`);
+      expect(res.statusCode, q).toBe(200);
+      return ids(res);
+    };
+    expect(await find('ann')).toEqual([annSmith, annabel, bob, zed]);
+    expect(await find('ANN smi')).toEqual([annSmith]);
+    expect(await find('cafe')).toEqual([bob]);
+    expect(await find('mar ann')).toEqual([bob]);
+    expect(await find('b')).toEqual([annabel, bob]);
+    expect(await find('nn')).toEqual([]);
+    expect(await find('zed_ann')).toEqual([zed]);
+
+    const first = await call(app, 'GET', '/users?q=ann&limit=3');
+    expect(ids(first)).toEqual([annSmith, annabel, bob]);
+    const rest = await call(app, 'GET', nextPath(first.headers.link)!);
+    expect(ids(rest)).toEqual([zed]);
+    expect(rest.headers.link).toBeUndefined();
+    const cursor = /cursor=([^&>]+)/.exec(String(first.headers.link))![1]!;
+    expect((await call(app, 'GET', `/users?q=bob&cursor=${cursor}`)).statusCode).toBe(400);
+    expect((await call(app, 'GET', `/users?cursor=${cursor}`)).statusCode).toBe(400);
+
+    for (const q of ['', '_', '"*-', 'a'.repeat(201), 'a b c d e f g h i j k']) {
+      const res = await call(app, 'GET', `/users?q=${encodeURIComponent(q)}`);
+      expect({ q, status: res.statusCode, field: res.json().errors?.[0]?.field }).toEqual({ q, status: 400, field: 'q' });
+    }
+  });
+
+  it('follows renames at once', async () => {
+    const app = await buildTestApp();
+    const user = await signUp(app, { username: 'old_name', displayName: 'Quentin' });
+    expect(ids(await call(app, 'GET', '/users?q=quen'))).toEqual([user.id]);
+    const res = await call(app, 'PUT', `/users/${user.id}`, { token: user.token, body: { username: 'new_name', displayName: 'Rex', bio: '' } });
+    expect(res.statusCode).toBe(200);
+    expect(ids(await call(app, 'GET', '/users?q=quen'))).toEqual([]);
+    expect(ids(await call(app, 'GET', '/users?q=rex%20new'))).toEqual([user.id]);
+  });
+});
+
+describe('the search migration', () => {
+  /** A database at the schema before search, holding a user and two posts written as that version wrote them. */
+  async function storeBeforeSearch(): Promise<Store> {
+    const rows = async (db: Kysely<Database>) => {
+      const at = new Date().toISOString();
+      const user = { username: 'Old_Timer', username_key: 'old_timer', display_name: 'Zoë', bio: '', role: 'member' as const, password_hash: 'x', created_at: at, updated_at: at };
+      const { id } = await db.insertInto('users').values(user).returning('id').executeTakeFirstOrThrow();
+      for (const [title, visibility] of [['Crème brûlée', 'public'], ['Crème secrète', 'private']] as const satisfies [string, Visibility][]) {
+        await db.insertInto('posts').values({ owner_id: id, title, content: 'from before', visibility, created_at: at, updated_at: at }).execute();
+      }
+    };
+    const previous = Object.keys(migrations).sort().at(-2)!;
+    const migrateTo = async (db: Kysely<Database>, schema?: string) => {
+      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) });
+      const { error } = await migrator.migrateTo(previous);
+      if (error) throw error;
+    };
+    if (backend === 'sqlite') {
+      const file = join(tmpdir(), `corkboard-search-${process.pid}-${Date.now()}.db`);
+      onTestFinished(() => ['', '-wal', '-shm'].forEach((suffix) => rmSync(file + suffix, { force: true })));
+      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new SQLite(file) }) });
+      await migrateTo(db);
+      await rows(db);
+      await db.destroy();
+      return openStore(`sqlite:${file}`);
+    }
+    const { store, drop } = await freshDatabase();
+    onTestFinished(drop);
+    const { rows: [current] } = await sql<{ schema: string }>`select current_schema() as schema`.execute(store.db);
+    await migrateTo(store.db, current!.schema);
+    await rows(store.db);
+    return store;
+  }
+
+  it('indexes the posts and users already there', async () => {
+    const store = await storeBeforeSearch();
+    const app = await buildApp(testConfig(), { store, logger: false });
+    onTestFinished(() => app.close());
+    await app.ready();
+    const found = (await call(app, 'GET', '/posts?q=creme')).json();
+    expect(found.map((p: { title: string }) => p.title)).toEqual(['Crème brûlée']);
+    expect((await call(app, 'GET', '/users?q=zoe%20old')).json().map((u: { username: string }) => u.username)).toEqual(['Old_Timer']);
+  });
+});
+
+describe('the query parser and tokenizer', () => {
+  it('splits and folds words as the contract says', () => {
+    expect(wordsOf('Café-Society: ann@example.com, ÉCOLE_42 naïve')).toEqual(['cafe', 'society', 'ann', 'example', 'com', 'ecole', '42', 'naive']);
+    expect(parsePostQuery('"New York" -pizza pre* a* foo-bar').terms).toEqual([
+      { words: [{ text: 'new', prefix: false }, { text: 'york', prefix: false }], exclude: false },
+      { words: [{ text: 'pizza', prefix: false }], exclude: true },
+      { words: [{ text: 'pre', prefix: true }], exclude: false },
+      { words: [{ text: 'a', prefix: false }], exclude: false },
+      { words: [{ text: 'foo', prefix: false }], exclude: false },
+      { words: [{ text: 'bar', prefix: false }], exclude: false },
+    ]);
+    expect(parseUserQuery('Ann-Marie "x"')).toEqual(['ann', 'marie', 'x']);
+  });
+});
