@@ -1816,10 +1816,7 @@ export interface operations {
                 cursor?: string;
                 /** @description Exact username, compared case-insensitively */
                 username?: string;
-                /**
-                 * @description Search (at most 200 characters and 10 words): only the users for whom every word starts a word of their username (split at `_`) or display name, in any letter case and ignoring the diacritics of Latin letters; then in lower-cased username order. A query with no word is a 400.
-                 * @example ann
-                 */
+                /** @description Search (at most 200 characters and 10 words): only the users for whom every word starts a word of their username (split at `_`) or display name, in any letter case and ignoring the diacritics of Latin letters; then in lower-cased username order. A query with no word is a 400. */
                 q?: string;
             };
             header?: {
@@ -3811,10 +3808,7 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque; copy it from the `next` link of the previous page */
                 cursor?: string;
-                /**
-                 * @description Search (at most 200 characters and 10 terms): only the posts whose title and content hold every word, in any letter case and ignoring the diacritics of Latin letters (`cafe` finds `Café`); words are runs of letters and digits. `"two words"`: adjacent and in order; `pre*`: words starting with `pre` (two characters at least); `-word`: without that word. Newest first. A query with no word to find is a 400.
-                 * @example "farmers market" fresh -closed
-                 */
+                /** @description Search (at most 200 characters and 10 terms): only the posts whose title and content hold every word, in any letter case and ignoring the diacritics of Latin letters (`cafe` finds `Café`); words are runs of letters and digits. `"two words"`: adjacent and in order; `pre*`: words starting with `pre` (two characters at least); `-word`: without that word. Newest first. A query with no word to find is a 400. */
                 q?: string;
             };
             header?: {
@@ -4538,10 +4532,7 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque; copy it from the `next` link of the previous page */
                 cursor?: string;
-                /**
-                 * @description Search (at most 200 characters and 10 terms): only the posts whose title and content hold every word, in any letter case and ignoring the diacritics of Latin letters (`cafe` finds `Café`); words are runs of letters and digits. `"two words"`: adjacent and in order; `pre*`: words starting with `pre` (two characters at least); `-word`: without that word. Newest first. A query with no word to find is a 400.
-                 * @example "farmers market" fresh -closed
-                 */
+                /** @description Search (at most 200 characters and 10 terms): only the posts whose title and content hold every word, in any letter case and ignoring the diacritics of Latin letters (`cafe` finds `Café`); words are runs of letters and digits. `"two words"`: adjacent and in order; `pre*`: words starting with `pre` (two characters at least); `-word`: without that word. Newest first. A query with no word to find is a 400. */
                 q?: string;
             };
             header?: {

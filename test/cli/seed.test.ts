@@ -172,10 +172,14 @@ describe('corkboard seed --demo', () => {
     expect(rerun.stdout).toContain('unfinished seed');
     expect(rerun.stdout).toContain('created the demo community');
     // The same community again; only the live-stream event log grew, by the removed posts' deletions and the
-    // new posts' creations (it is an append-only log, purged after its retention).
+    // new posts' creations (it is an append-only log, purged after its retention). The notifications' event log is
+    // append-only too, and SQLite's search index keeps its words in segments whose count depends on the writes'
+    // history (FTS5's shadow tables): neither is the community's state.
+    const comparable = (counts: Record<string, number>) =>
+      Object.fromEntries(Object.entries(counts).filter(([table]) => !/^(notification_events|post_search_(data|idx|docsize|config|content))$/.test(table)));
     const { stream_events: eventsAfter, ...after } = await rowCounts(url);
     const { stream_events: eventsBefore, ...before } = complete;
-    expect(after).toEqual(before);
+    expect(comparable(after)).toEqual(comparable(before));
     expect(eventsAfter).toBe((eventsBefore ?? 0) + 2 * (before.posts ?? 0));
   });
 

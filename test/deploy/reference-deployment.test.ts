@@ -103,7 +103,7 @@ describe.skipIf(backend !== 'postgres' || (!haproxy && !process.env.CI))('the re
 
     const resumed = await openSse(url, '/posts', { lastEventId: before.id });
     try {
-      expect(resumed.status).toBe(200);
+      expect(resumed.status, resumed.body).toBe(200);
       expect(resumed.headers['x-served-by']).not.toBe(servedBy);
       const event = await resumed.next((e) => e.event === 'post.created', 10_000);
       expect(JSON.parse(event.data)).toMatchObject({ id: missed.json<{ id: number }>().id, title: 'Meanwhile' });

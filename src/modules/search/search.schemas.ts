@@ -16,8 +16,8 @@ const USER_QUERY_HELP =
 /** `PageQuerySchema` plus `q`, for GET /posts and GET /users/{id}/posts. Like all text, no U+0000 (400, CONTRACT §1). */
 export const SearchPostsQuerySchema = Type.Object({
   ...PageQuerySchema.properties,
-  q: Type.Optional(Type.String({ maxLength: MAX_QUERY_LENGTH, pattern: STORABLE_TEXT_PATTERN, description: POST_QUERY_HELP, examples: ['"farmers market" fresh -closed'] })),
+  q: Type.Optional(Type.String({ maxLength: MAX_QUERY_LENGTH, pattern: STORABLE_TEXT_PATTERN, description: POST_QUERY_HELP })),
 });
 
 /** The `q` of GET /users. */
-export const UserSearchParam = Type.Optional(Type.String({ maxLength: MAX_QUERY_LENGTH, pattern: STORABLE_TEXT_PATTERN, description: USER_QUERY_HELP, examples: ['ann'] }));
+export const UserSearchParam = Type.Optional(Type.String({ maxLength: MAX_QUERY_LENGTH, pattern: STORABLE_TEXT_PATTERN, description: USER_QUERY_HELP }));
