@@ -135,9 +135,15 @@ export function redisSeats(options: RedisSeatsOptions): StreamSeats {
     options.log.warn({ err: error }, 'stream seats: Redis failed; the stream limits per user and per address are counted per process until it answers');
   };
   redis.on('error', warn);
-  void redis.connect().catch(() => {
-    // Reported through the 'error' event; the client goes on reconnecting.
-  });
+  // The first connection: a take waits for it (the connect timeout at most) rather than counting per process only
+  // because the process has just started. After it, a take never waits for a connection.
+  let connecting: Promise<void> | undefined = redis.connect().then(
+    () => {},
+    () => {
+      // Reported through the 'error' event; the client goes on reconnecting.
+    },
+  );
+  void connecting.then(() => (connecting = undefined));
 
   const processId = randomBytes(8).toString('hex');
   let sequence = 0;
@@ -156,6 +162,7 @@ export function redisSeats(options: RedisSeatsOptions): StreamSeats {
       const key = `${options.keyPrefix}stream-seats:${name}`;
       const holder = `${processId}:${++sequence}`;
       let taken: number;
+      if (connecting) await connecting;
       try {
         taken = await redis.takeSeat(key, options.max, leaseMs, holder);
       } catch (error) {
