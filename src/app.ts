@@ -18,7 +18,7 @@ import compressionPlugin from './plugins/compression.js';
 import databasePlugin from './plugins/database.js';
 import authPlugin from './plugins/auth.js';
 import securityPlugin from './plugins/security.js';
-import conditionalPlugin from './plugins/conditional.js';
+import conditionalPlugin from './shared/conditional.js';
 import metricsPlugin from './plugins/metrics.js';
 import rateLimitPlugin from './plugins/rate-limit/index.js';
 import openapiPlugin from './plugins/openapi.js';

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../shared/errors.js';
-import { readCaching } from './conditional.js';
+import { readCaching } from '../shared/conditional.js';
 import { normalize } from './errors/normalize.js';
 import { sendError } from './errors/reply.js';
 import { routeRefusal } from './errors/routing.js';

@@ -1,6 +1,6 @@
 import { ID_PATTERN } from '../shared/schemas.js';
 import { documentEventStream } from '../modules/streams/streams.openapi.js';
-import { RESPONSE_HEADERS, routeTraits } from './route-docs.js';
+import { HEADER_PARAMETERS, RESPONSE_HEADERS } from './route-docs.js';
 
 /**
  * Post-processing of the document @fastify/swagger generates from the route schemas, to make it a contract a
@@ -123,25 +123,23 @@ const OPTIONAL_TOKEN =
   'No token is needed. A bearer token may be sent: the answer is then what that user may see (their own and ' +
   'followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.';
 
-function operation(op: JsonObject, method: string, path: string): void {
-  const traits = routeTraits(method, path, { security: op.security });
+function operation(op: JsonObject): void {
+  const bearer = Array.isArray(op.security) && op.security.some((r) => isObject(r) && 'bearerAuth' in r);
   // No requirement at all means "no token needed"; saying so lets a client generator and a linter know.
   op.security ??= [];
   // Public operations say `security: []` (CONTRACT §5), also the reads where a token is optional (the route's own
   // `[{}, bearer]`, which the auth plugin enforces). That the token changes what the caller sees, and is checked
   // when sent, is said in words; the 401 it can bring is among the responses.
   // (/metrics names its own optional scheme, METRICS_TOKEN, and keeps its requirements as they are.)
-  if (Array.isArray(op.security) && traits.bearer && op.security.some((r) => isObject(r) && Object.keys(r).length === 0)) {
+  if (Array.isArray(op.security) && bearer && op.security.some((r) => isObject(r) && Object.keys(r).length === 0)) {
     op.security = [];
     op.description = [op.description, OPTIONAL_TOKEN].filter((text) => typeof text === 'string' && text !== '').join('\n\n');
   }
   integerIds(op.parameters);
 
-  const headerParameters = [
-    ...(traits.conditionalGet ? ['IfNoneMatch'] : []),
-    ...(traits.conditionalWrite ? ['IfMatch', 'IfNoneMatchWrite'] : []),
-    ...(traits.idempotentCreate ? ['IdempotencyKey'] : []),
-  ];
+  // The header parameters route-docs.ts found in the route's options.
+  const headerParameters = Array.isArray(op[HEADER_PARAMETERS]) ? op[HEADER_PARAMETERS].filter((name) => typeof name === 'string') : [];
+  delete op[HEADER_PARAMETERS];
   if (headerParameters.length > 0) {
     const parameters = Array.isArray(op.parameters) ? op.parameters : [];
     op.parameters = [...parameters, ...headerParameters.map((name) => ({ $ref: `#/components/parameters/${name}` }))];
@@ -168,11 +166,11 @@ function operation(op: JsonObject, method: string, path: string): void {
 export function transformDocument(generated: unknown): Record<string, unknown> {
   const document = JSON.parse(JSON.stringify(generated)) as JsonObject;
   const paths = isObject(document.paths) ? document.paths : {};
-  for (const [path, item] of Object.entries(paths)) {
+  for (const item of Object.values(paths)) {
     if (!isObject(item)) continue;
     for (const method of METHODS) {
       const op = item[method];
-      if (isObject(op)) operation(op, method, path);
+      if (isObject(op)) operation(op);
       if (isObject(op)) documentEventStream(op);
     }
   }

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import { cacheControl } from './conditional.js';
+import { cacheControl } from '../shared/conditional.js';
 import { transformDocument } from './openapi-transform.js';
 
 /**

@@ -3,6 +3,18 @@ import type { RouteOptions } from 'fastify';
 import { EnvelopeErrorSchema, ProblemSchema } from '../shared/schemas.js';
 import { BODY_METHODS, isBoardRequest } from './error-handler.js';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * A PUT or DELETE that checks If-Match and If-None-Match against the resource's current entity-tag inside its
+     * write transaction (shared/conditional.ts `ifMatch`): the document lists both headers and the 412.
+     */
+    preconditions?: true;
+    /** `false` on a route that never touches the database (/metrics, /openapi.json): it cannot answer 503. */
+    database?: false;
+  }
+}
+
 /**
  * What the OpenAPI document says about each operation beyond its own route schema: the error statuses every route
  * of a kind can answer, and the response headers each answer carries. Routes declare what is particular to them
@@ -20,10 +32,10 @@ export interface RouteTraits {
   rateLimited: boolean;
   /**
    * A GET: every answer says Cache-Control, and every 200 has an ETag and is a 304 when If-None-Match matches it
-   * (CONTRACT §6.1; plugins/conditional.ts), the operational routes' included.
+   * (CONTRACT §6.1; shared/conditional.ts), the operational routes' included.
    */
   conditionalGet: boolean;
-  /** PUT or DELETE of a user, post, reply or board: If-Match and 412. */
+  /** A PUT or DELETE declared with `config: { preconditions: true }`: If-Match and 412. */
   conditionalWrite: boolean;
   /** A POST that creates: Idempotency-Key, Idempotent-Replayed, 409 and 422 (CONTRACT §6.2). */
   idempotentCreate: boolean;
@@ -33,24 +45,25 @@ export interface RouteTraits {
 }
 
 /** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
-const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}', '/reports/{}']);
 const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards', '/reports', '/users/{}/blocks', '/users/{}/mutes']);
-/** Operational routes that do not touch the database (/health does). */
-const WITHOUT_DATABASE = new Set(['/metrics', '/openapi.json']);
-
 /** `/posts/:post_id` and `/posts/{post_id}` both become `/posts/{}`. */
 const shape = (url: string) => url.replace(/:[A-Za-z0-9_]+|\{[^}]*\}/g, '{}');
 
-export function routeTraits(method: string, url: string, options: { security?: unknown; rateLimit?: unknown }): RouteTraits {
+/** What a route's own options (`config`, `schema.security`) and its method say about it; see FastifyContextConfig above. */
+export function routeTraits(
+  method: string,
+  url: string,
+  options: { security?: unknown; config?: { rateLimit?: unknown; preconditions?: true; database?: false } },
+): RouteTraits {
   const path = shape(url);
   const m = method.toUpperCase();
   const security = Array.isArray(options.security) ? (options.security as Array<Record<string, unknown>>) : [];
   return {
     board: isBoardRequest(url),
-    database: !WITHOUT_DATABASE.has(path),
-    rateLimited: options.rateLimit !== false,
+    database: options.config?.database !== false,
+    rateLimited: options.config?.rateLimit !== false,
     conditionalGet: m === 'GET',
-    conditionalWrite: (m === 'PUT' || m === 'DELETE') && CONDITIONAL_WRITE_PATHS.has(path),
+    conditionalWrite: (m === 'PUT' || m === 'DELETE') && options.config?.preconditions === true,
     idempotentCreate: m === 'POST' && IDEMPOTENT_CREATE_PATHS.has(path),
     body: m === 'POST' || m === 'PUT' || m === 'DELETE',
     bearer: security.some((requirement) => 'bearerAuth' in requirement),
@@ -141,11 +154,11 @@ function headerMap(headers: unknown): Record<string, unknown> {
 function documentRoute(route: RouteOptions): void {
   const schema = route.schema;
   if (!schema || schema.hide) return;
-  const config = (route.config ?? {}) as { rateLimit?: unknown };
+  const config = route.config ?? {};
   // The response map may be shared between routes (a spread listSchema), so it is copied, entries too, not mutated.
   const response: Record<string, ResponseEntry> = { ...((schema.response ?? {}) as Record<string, ResponseEntry>) };
   for (const method of [route.method].flat()) {
-    const t = routeTraits(method, route.url, { security: schema.security, rateLimit: config.rateLimit });
+    const t = routeTraits(method, route.url, { security: schema.security, config });
     const add = (status: number, description: string) => {
       if (response[status] !== undefined) return;
       response[status] = t.board
@@ -220,9 +233,19 @@ function documentRoute(route: RouteOptions): void {
       if (t.conditionalWrite && method.toUpperCase() === 'PUT' && code === 200) declare('ETag');
       response[status] = { ...entry, headers };
     }
+    // The request headers the route reads, for the document transform to list as parameters (openapi-transform.ts).
+    const parameters = [
+      ...(t.conditionalGet ? ['IfNoneMatch'] : []),
+      ...(t.conditionalWrite ? ['IfMatch', 'IfNoneMatchWrite'] : []),
+      ...(t.idempotentCreate ? ['IdempotencyKey'] : []),
+    ];
+    if (parameters.length > 0) Object.assign(schema, { [HEADER_PARAMETERS]: parameters });
   }
   schema.response = response;
 }
+
+/** An extension key @fastify/swagger copies from a route schema onto its operation; the transform removes it. */
+export const HEADER_PARAMETERS = 'x-header-parameters';
 
 export default fp(
   async (app) => {

@@ -161,6 +161,8 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.put(
     '/boards/:board_id',
     {
+      // If-Match and If-None-Match, checked inside the write (ifMatch below): 412 when they fail.
+      config: { preconditions: true },
       schema: {
         operationId: 'replaceBoard',
         tags: ['boards'],
@@ -208,6 +210,8 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete(
     '/boards/:board_id',
     {
+      // If-Match and If-None-Match, checked inside the write (ifMatch below): 412 when they fail.
+      config: { preconditions: true },
       schema: {
         operationId: 'deleteBoard',
         tags: ['boards'],

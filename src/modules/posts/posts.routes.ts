@@ -100,6 +100,8 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.put(
     '/posts/:post_id',
     {
+      // If-Match and If-None-Match, checked inside the write (ifMatch below): 412 when they fail.
+      config: { preconditions: true },
       schema: {
         operationId: 'replacePost',
         tags: ['posts'],
@@ -139,6 +141,8 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete(
     '/posts/:post_id',
     {
+      // If-Match and If-None-Match, checked inside the write (ifMatch below): 412 when they fail.
+      config: { preconditions: true },
       schema: {
         operationId: 'deletePost',
         tags: ['posts'],

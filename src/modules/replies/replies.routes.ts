@@ -121,6 +121,8 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.put(
     '/posts/:post_id/replies/:reply_id',
     {
+      // If-Match and If-None-Match, checked inside the write (ifMatch below): 412 when they fail.
+      config: { preconditions: true },
       schema: {
         operationId: 'replaceReply',
         tags: ['replies'],
@@ -161,6 +163,8 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete(
     '/posts/:post_id/replies/:reply_id',
     {
+      // If-Match and If-None-Match, checked inside the write (ifMatch below): 412 when they fail.
+      config: { preconditions: true },
       schema: {
         operationId: 'deleteReply',
         tags: ['replies'],

@@ -157,6 +157,8 @@ const reportsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.put(
     '/reports/:report_id',
     {
+      // If-Match and If-None-Match, checked inside the write (ifMatch below): 412 when they fail.
+      config: { preconditions: true },
       schema: {
         operationId: 'replaceReport',
         tags: ['reports'],

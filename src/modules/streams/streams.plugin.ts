@@ -4,7 +4,7 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest, preValidationAsyncHookHandler } from 'fastify';
 import { listen, type Listener } from '../../db/pg-notify.js';
 import type { Caller } from '../../plugins/auth.js';
-import { appendVary } from '../../plugins/conditional.js';
+import { appendVary } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { hashToken } from '../../shared/tokens.js';
 import { findCallerByTokenHash } from '../../db/hot-statements.js';

@@ -52,7 +52,8 @@ const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
           },
         },
       },
-      config: { rateLimit: false },
+      // Never touches the database, so never a 503.
+      config: { rateLimit: false, database: false },
       ...(metricsAuth ? { preHandler: metricsAuth } : {}),
     },
     async (_request, reply) => {
@@ -70,6 +71,7 @@ const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'This OpenAPI 3.1 document',
         response: { 200: { description: 'The document', content: { 'application/json': { schema: Type.Object({}, { additionalProperties: true }) } } } },
       },
+      config: { database: false },
     },
     async () => app.swagger(),
   );

@@ -141,6 +141,8 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.put(
     '/users/:user_id',
     {
+      // If-Match and If-None-Match, checked inside the write (ifMatch below): 412 when they fail.
+      config: { preconditions: true },
       schema: {
         operationId: 'replaceUser',
         tags: ['users'],
@@ -220,6 +222,8 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete(
     '/users/:user_id',
     {
+      // If-Match and If-None-Match, checked inside the write (ifMatch below): 412 when they fail.
+      config: { preconditions: true },
       schema: {
         operationId: 'deleteUser',
         tags: ['users'],

@@ -413,7 +413,7 @@ describe('protocol-level methods', () => {
         'Location, Link, X-Request-Id, Retry-After, WWW-Authenticate, ETag, Idempotent-Replayed, RateLimit-Policy, RateLimit',
       );
       // accept-encoding: compressible answers name it, compressed or not (src/plugins/compression.ts); Authorization:
-      // GET answers depend on the caller (plugins/conditional.ts).
+      // GET answers depend on the caller (shared/conditional.ts).
       expect(res.headers.vary).toBe('Origin, Authorization, accept-encoding');
     }
     const plain = await call(app, 'GET', `/users/${a.id}`);

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { readCaching } from '../conditional.js';
+import { readCaching } from '../../shared/conditional.js';
 import { allowOrigin } from '../security.js';
 import { sendError, writeRawError } from './reply.js';
 
