@@ -3,7 +3,7 @@ import { CompiledQuery, type Kysely } from 'kysely';
 import pg from 'pg';
 import { afterEach, beforeEach } from 'vitest';
 import { openStore } from '../../src/db/open.js';
-import type { Store } from '../../src/db/store.js';
+import type { Store, StoreOptions } from '../../src/db/store.js';
 import type { Database } from '../../src/db/types.js';
 
 export type Backend = 'sqlite' | 'postgres';
@@ -15,15 +15,15 @@ export const backend: Backend = process.env.TEST_BACKEND === 'postgres' ? 'postg
  * migrator introspects every schema of the database, which races with another worker dropping its schema.
  * `drop` removes the schema again.
  */
-export async function freshDatabase(): Promise<{ store: Store; url: string; drop: () => Promise<void> }> {
+export async function freshDatabase(options: StoreOptions = {}): Promise<{ store: Store; url: string; drop: () => Promise<void> }> {
   if (backend === 'sqlite') {
-    return { store: openStore('sqlite::memory:'), url: 'sqlite::memory:', drop: async () => {} };
+    return { store: openStore('sqlite::memory:', options), url: 'sqlite::memory:', drop: async () => {} };
   }
   const url = await workerDatabaseUrl();
   const schema = `t_${randomBytes(6).toString('hex')}`;
   await adminQuery(url, `create schema ${schema}`);
   return {
-    store: openStore(url, { pgSchema: schema, poolMax: 10 }),
+    store: openStore(url, { ...options, pgSchema: schema, poolMax: 10 }),
     url,
     drop: () => adminQuery(url, `drop schema if exists ${schema} cascade`),
   };
