@@ -307,6 +307,7 @@ export function targets(backend: Backend, growthPosts?: number, posts?: number):
   const db = backend === 'sqlite' ? 'better-sqlite3' : 'pg';
   const list: TargetSpec[] = [
     { title: `GET /posts/{id} ≥ 0.80 × bare Fastify + ${db} point read`, scenario: 'get-post', baseline: `baseline-${backend}-read`, min: 0.8 },
+    { title: 'GET /posts/{id} with a bearer token ≥ 0.85 × anonymous', scenario: 'get-post-auth', baseline: 'get-post', min: 0.85 },
     { title: 'GET /posts deep page ≥ 0.90 × first page', scenario: 'list-posts-deep', baseline: 'list-posts-first', min: 0.9 },
     { title: 'Feed (following 1,000 users) ≥ 0.20 × GET /posts/{id}', scenario: 'feed', baseline: 'get-post', min: 0.2, unlikeResponses: true },
     { title: 'Search, a common word ≥ 0.80 × a rare word', scenario: 'search-common', baseline: 'search-rare', min: 0.8 },

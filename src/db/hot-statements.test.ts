@@ -7,7 +7,7 @@ import { createAdmin, signUp } from '../../test/helpers/factories.js';
 import { createFanout } from '../modules/feed/feed.fanout.js';
 import { POST_COLUMNS, findVisiblePost, visibleTo } from '../shared/visibility.js';
 import { hashToken } from '../shared/tokens.js';
-import { findCallerByTokenHash, findKeptAnswer, findReadablePost, keepAnswer, readFeedPage } from './hot-statements.js';
+import { findCallerAndReadablePost, findCallerByTokenHash, findKeptAnswer, findReadablePost, keepAnswer, readFeedPage } from './hot-statements.js';
 import type { Database, PostRow, Role } from './types.js';
 
 /**
@@ -64,6 +64,12 @@ describe('hot statements', () => {
         const row = await findReadablePost(app.store, id, viewer);
         expect(row).toEqual(await findVisiblePost(app.db, id, viewer));
         if (row) (seen[name] ??= []).push(row.visibility);
+        if (reader) {
+          // Signed in, the token's caller and the post in one statement: the same post for this reader.
+          const both = await findCallerAndReadablePost(app.store, hashToken(reader.token), new Date().toISOString(), id);
+          expect(both?.caller).toMatchObject({ id: reader.id, role: viewer!.role, hasBlocks: false, hasMutes: false });
+          expect(both?.post).toEqual(row);
+        }
       }
     }
     // What CONTRACT §3 says each reader sees; the missing id is found by no one.
@@ -80,11 +86,18 @@ describe('hot statements', () => {
     const app = await buildTestApp();
     const user = await signUp(app);
     const now = new Date().toISOString();
+    const post = await publish(app, user, 'mine');
     const caller = await findCallerByTokenHash(app.store, hashToken(user.token), now);
     expect(caller).toMatchObject({ id: user.id, role: 'member' });
     expect(typeof caller?.tokenId).toBe('number');
     expect(await findCallerByTokenHash(app.store, hashToken(`${user.token}x`), now)).toBeUndefined();
     expect(await findCallerByTokenHash(app.store, hashToken(user.token), '9999-12-31T00:00:00.000Z')).toBeUndefined();
+    // GET /posts/{id}'s statement finds the same caller, with or without a post to show, and none for a dead token.
+    const both = (hash: string, at = now, id = post.id) => findCallerAndReadablePost(app.store, hash, at, id);
+    expect(await both(hashToken(user.token))).toEqual({ caller, post: expect.objectContaining({ id: post.id, title: 'mine' }) });
+    expect(await both(hashToken(user.token), now, post.id + 1000)).toEqual({ caller, post: undefined });
+    expect(await both(hashToken(`${user.token}x`))).toBeUndefined();
+    expect(await both(hashToken(user.token), '9999-12-31T00:00:00.000Z')).toBeUndefined();
 
     // A password change bumps the user's password version; only the token that made the change carries it over.
     const other = await call(app, 'POST', '/tokens', { body: { username: user.username, password: user.password } });
@@ -97,7 +110,9 @@ describe('hot statements', () => {
     });
     expect(changed.statusCode).toBeLessThan(300);
     expect(await findCallerByTokenHash(app.store, hashToken(otherToken), now)).toBeUndefined();
+    expect(await both(hashToken(otherToken))).toBeUndefined();
     expect(await findCallerByTokenHash(app.store, hashToken(user.token), now)).toMatchObject({ id: user.id });
+    expect((await both(hashToken(user.token)))?.caller).toMatchObject({ id: user.id });
   });
 });
 

@@ -15,6 +15,14 @@ export interface Caller {
 }
 
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * A route where the token is optional whose handler finds the caller itself, in the statement that reads what
+     * the route answers (GET /posts/{id}): the check before the handler only looks at the header's form, and the
+     * handler resolves the token with `app.auth.hashOf` and `app.auth.adopt`, before it answers anything else.
+     */
+    callerInHandler?: boolean;
+  }
   interface FastifyRequest {
     /** Memoised result of resolving the Authorization header (undefined until first asked). */
     callerPromise: Promise<Caller | undefined> | null;
@@ -25,6 +33,13 @@ declare module 'fastify' {
       optional(request: FastifyRequest): Promise<Caller | undefined>;
       /** The caller; 401 with WWW-Authenticate when there is no valid bearer token. */
       required(request: FastifyRequest): Promise<Caller>;
+      /** The stored hash of the request's bearer token, undefined without one (a `callerInHandler` route). */
+      hashOf(request: FastifyRequest): string | undefined;
+      /**
+       * The caller a `callerInHandler` route found for the token's hash (undefined: none, a 401 as `optional`
+       * answers it), kept as the request's caller for anything that asks later.
+       */
+      adopt(request: FastifyRequest, caller: Caller | undefined): Caller;
     };
   }
 }
@@ -89,7 +104,16 @@ export default fp<AuthOptions>(
       if (!caller) throw AppError.unauthorized();
       return caller;
     };
-    app.decorate('auth', { optional, required });
+    const hashOf = (request: FastifyRequest): string | undefined => {
+      const token = bearerToken(request);
+      return token === undefined ? undefined : hashToken(token);
+    };
+    const adopt = (request: FastifyRequest, caller: Caller | undefined): Caller => {
+      if (!caller) throw AppError.invalidToken();
+      request.callerPromise = Promise.resolve(caller);
+      return caller;
+    };
+    app.decorate('auth', { optional, required, hashOf, adopt });
 
     // The security a route declares in its schema (and so in the OpenAPI document) is the security it enforces,
     // checked first thing after validation. The contract's order of answers (CONTRACT §6.1) is 400 for a malformed
@@ -100,7 +124,8 @@ export default fp<AuthOptions>(
     // - a route where the token is optional (public reads) answers 401 to a token that is invalid, expired or
     //   revoked, whether or not its answer depends on the caller, so a client learns at once that its token is
     //   dead rather than silently seeing less (RFC 6750 §3.1, invalid_token). Without an Authorization header the
-    //   check returns at once;
+    //   check returns at once. A route that finds its caller in its own read (`callerInHandler`) gets the form
+    //   check below, and its handler answers an invalid token 401 before anything else;
     // - every other route (sign-up, sign-in, the operational ones, /docs) only checks that an Authorization header,
     //   when there is one, is a bearer credential in form: another scheme is a 401 everywhere (CONTRACT §2). The
     //   token itself is not looked up there: a stale token must not stop a client from signing up or in again.
@@ -120,11 +145,11 @@ export default fp<AuthOptions>(
     };
     app.addHook('onRoute', (route) => {
       const security = route.schema?.security ?? [];
-      const check = security.length > 0 && security.every((requirement) => 'bearerAuth' in requirement)
-        ? authenticate
-        : security.some((requirement) => 'bearerAuth' in requirement)
-          ? checkOptional
-          : checkForm;
+      const needsToken = security.length > 0 && security.every((requirement) => 'bearerAuth' in requirement);
+      const takesToken = !needsToken && security.some((requirement) => 'bearerAuth' in requirement);
+      const inHandler = (route.config as { callerInHandler?: boolean } | undefined)?.callerInHandler === true;
+      if (inHandler && !takesToken) throw new Error(`${route.method} ${route.url}: callerInHandler is for routes where the token is optional`);
+      const check = needsToken ? authenticate : takesToken && !inHandler ? checkOptional : checkForm;
       route.preHandler = [check, ...[route.preHandler ?? []].flat()];
     });
   },

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { follow, publish, type PostJson } from '../../test/helpers/api.js';
 import { buildTestApp, call } from '../../test/helpers/build-test-app.js';
 import { createAdmin, signUp, type TestUser } from '../../test/helpers/factories.js';
-import { findCallerByTokenHash, findReadablePost, readFeedPage } from '../db/hot-statements.js';
+import { findCallerAndReadablePost, findCallerByTokenHash, findReadablePost, readFeedPage } from '../db/hot-statements.js';
 import type { Visibility } from '../db/types.js';
 import { ownerRelations } from '../modules/streams/events.js';
 import { hashToken } from './tokens.js';
@@ -159,6 +159,12 @@ describe('who sees what, every consumer against one table (CONTRACT §3, §9)', 
             const byBuilder = await findVisiblePost(app.db, post.id, v);
             expect(await findReadablePost(app.store, post.id, v)).toEqual(byBuilder);
             expect(byBuilder !== undefined, `${key} builder, bare=${bare}`).toBe(read);
+            if (user && !bare) {
+              // Signed in, GET /posts/{id} finds the caller and the post in one statement: the same caller, the same post.
+              const both = await findCallerAndReadablePost(app.store, hashToken(user.token), new Date().toISOString(), post.id);
+              expect(both?.caller, `${key} caller and post`).toEqual(v);
+              expect(both?.post, `${key} caller and post`).toEqual(await findReadablePost(app.store, post.id, v));
+            }
             if (v && caller !== 'anonymous') {
               const feedRows = await readFeedPage(app.store, v, 100);
               expect(feedRows.some((row) => row.id === post.id), `${key} feed statement, bare=${bare}`).toBe(inFeed);

@@ -342,6 +342,24 @@ export function bindParameters(parameters: readonly unknown[], viewerId: number 
   return parameters.map((value) => (value === VIEWER ? viewerId : value === SLOT ? slots[slot++] : value));
 }
 
+/**
+ * A compiled text with the viewer taken from a column of the statement instead of a parameter: for a statement that
+ * finds the viewer itself (the caller of a token, in the same statement as the read). Each `?` bound to `VIEWER`
+ * becomes `column`; the compiler writes every value as a parameter, so every `?` of the text is a placeholder.
+ */
+export function viewerFromColumn({ text, parameters }: CompiledText, column: string): CompiledText {
+  const rest: unknown[] = [];
+  let at = 0;
+  const replaced = text.replace(/\?/g, () => {
+    const value = parameters[at++];
+    if (value === VIEWER) return column;
+    rest.push(value);
+    return '?';
+  });
+  if (at !== parameters.length) throw new Error(`placeholders and parameters differ in: ${text}`);
+  return { text: replaced, parameters: rest };
+}
+
 /** Every column of a user that reads return, but `post_count`, which depends on the viewer (`visiblePostCount`). */
 export const USER_COLUMNS = [
   'users.id',
