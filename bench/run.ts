@@ -221,8 +221,9 @@ async function main(): Promise<void> {
     // Brings each server's database into memory before every load run (see `warmPageCache`): the figures are
     // what a server costs with its data cached, as on a machine under steady load, not how fast the disk is.
     let warm: Record<Scenario['target'], () => Promise<void>>;
-    // Waits until what a write scenario set going has finished: corkboard's fan-out queue is empty and, on
-    // PostgreSQL, the dirty buffers are written and no autovacuum worker runs (see `settleAfterWrites`).
+    // Waits until what a write scenario set going has finished: corkboard's fan-out queue and follows' backfills
+    // are empty and, on PostgreSQL, the dirty buffers are written and no autovacuum worker runs (see
+    // `settleAfterWrites`).
     let settle: () => Promise<void>;
     // Is the feed entry (user, post) written? (the celebrity suite); the first value of a query (invariants).
     let entryWritten: (user: number, post: number) => Promise<boolean>;
@@ -248,7 +249,7 @@ async function main(): Promise<void> {
       settle = () =>
         settleAfterWrites(async () => {
           probe ??= new Database(file, { readonly: true, fileMustExist: true });
-          return (probe.prepare('SELECT count(*) AS n FROM fanout_queue').get() as { n: number }).n;
+          return (probe.prepare('SELECT (SELECT count(*) FROM fanout_queue) + (SELECT count(*) FROM feed_backfill) AS n').get() as { n: number }).n;
         });
       entryWritten = async (user, post) => {
         probe ??= new Database(file, { readonly: true, fileMustExist: true });
@@ -295,7 +296,7 @@ async function main(): Promise<void> {
       scalar = async (text) => Number(Object.values((await probe.query<Record<string, unknown>>(text)).rows[0] ?? {})[0]);
       settle = () =>
         settleAfterWrites(
-          async () => Number((await probe.query<{ n: string }>('SELECT count(*) AS n FROM fanout_queue')).rows[0]?.n ?? 0),
+          async () => Number((await probe.query<{ n: string }>('SELECT (SELECT count(*) FROM fanout_queue) + (SELECT count(*) FROM feed_backfill) AS n')).rows[0]?.n ?? 0),
           async () => {
             await probe.query('CHECKPOINT');
             const busy = async () =>
@@ -606,6 +607,7 @@ async function main(): Promise<void> {
         ['posts.reply_count', 'SELECT count(*) FROM posts p WHERE reply_count <> (SELECT count(*) FROM replies r WHERE r.post_id = p.id) AND (reply_count > 0 OR EXISTS (SELECT 1 FROM replies r WHERE r.post_id = p.id))'],
         ['posts.recommend_count', 'SELECT count(*) FROM posts p WHERE recommend_count <> (SELECT count(*) FROM recommends r WHERE r.post_id = p.id) AND (recommend_count > 0 OR EXISTS (SELECT 1 FROM recommends r WHERE r.post_id = p.id))'],
         ['fanout_queue', 'SELECT count(*) FROM fanout_queue'],
+        ['feed_backfill', 'SELECT count(*) FROM feed_backfill'],
       ];
       suiteReport.invariants = {};
       for (const [name, text] of checks) suiteReport.invariants[name] = await scalar(text);
