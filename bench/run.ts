@@ -7,9 +7,9 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { createCursorCodec } from '../src/shared/pagination.js';
-import { generateDataset } from './lib/dataset.js';
+import { generateDataset, prng } from './lib/dataset.js';
 import { CALLGRIND_ENV, callgrindPrefix, countInstructions, instructionMarkdown, instructionResults, type InstructionCount } from './lib/instructions.js';
-import { runLoad, type LoadResult, type LoadTool, type RequestSpec } from './lib/load.js';
+import { runLoad, type FollowSequence, type LoadResult, type LoadTool, type RequestSpec } from './lib/load.js';
 import { freePort, npmStartCommand, run, startServer, warmPageCache, which, type ServerProcess } from './lib/process.js';
 import { addRatios, evaluate, markdown, mergeSlices, summarise, textTable, type Report, type ScenarioResult } from './lib/report.js';
 import { RSS_LIMIT_MB, SEARCH_COMMON, scenarios as allScenarios, targets, type Backend, type Scenario } from './lib/scenarios.js';
@@ -221,8 +221,9 @@ async function main(): Promise<void> {
     // Brings each server's database into memory before every load run (see `warmPageCache`): the figures are
     // what a server costs with its data cached, as on a machine under steady load, not how fast the disk is.
     let warm: Record<Scenario['target'], () => Promise<void>>;
-    // Waits until what a write scenario set going has finished: corkboard's fan-out queue is empty and, on
-    // PostgreSQL, the dirty buffers are written and no autovacuum worker runs (see `settleAfterWrites`).
+    // Waits until what a write scenario set going has finished: corkboard's fan-out queue and follows' backfills
+    // are empty and, on PostgreSQL, the dirty buffers are written and no autovacuum worker runs (see
+    // `settleAfterWrites`).
     let settle: () => Promise<void>;
     // Is the feed entry (user, post) written? (the celebrity suite); the first value of a query (invariants).
     let entryWritten: (user: number, post: number) => Promise<boolean>;
@@ -248,7 +249,7 @@ async function main(): Promise<void> {
       settle = () =>
         settleAfterWrites(async () => {
           probe ??= new Database(file, { readonly: true, fileMustExist: true });
-          return (probe.prepare('SELECT count(*) AS n FROM fanout_queue').get() as { n: number }).n;
+          return (probe.prepare('SELECT (SELECT count(*) FROM fanout_queue) + (SELECT count(*) FROM feed_backfill) AS n').get() as { n: number }).n;
         });
       entryWritten = async (user, post) => {
         probe ??= new Database(file, { readonly: true, fileMustExist: true });
@@ -295,7 +296,7 @@ async function main(): Promise<void> {
       scalar = async (text) => Number(Object.values((await probe.query<Record<string, unknown>>(text)).rows[0] ?? {})[0]);
       settle = () =>
         settleAfterWrites(
-          async () => Number((await probe.query<{ n: string }>('SELECT count(*) AS n FROM fanout_queue')).rows[0]?.n ?? 0),
+          async () => Number((await probe.query<{ n: string }>('SELECT (SELECT count(*) FROM fanout_queue) + (SELECT count(*) FROM feed_backfill) AS n')).rows[0]?.n ?? 0),
           async () => {
             await probe.query('CHECKPOINT');
             const busy = async () =>
@@ -409,6 +410,8 @@ async function main(): Promise<void> {
       // The search's deep page starts at the same id; its cursor is scoped to its query (search.query.ts).
       searchDeepCursor: codec.encode(`posts?q="${SEARCH_COMMON}"`, deepFrom + 22 * deepIndex),
       manyAuthors,
+      follows: followPairs(data, seeded.tokens.signedIn),
+      ...(seeded.tokens.signedIn[data.returning - 1] ? { returning: { id: data.returning, token: seeded.tokens.signedIn[data.returning - 1] as string } } : {}),
       ...(small && smallCursor && growthPosts !== undefined ? { growth: { posts: growthPosts, deepCursor: smallCursor, feedToken: small.seeded.tokens.feed } } : {}),
     });
     if (args.scenarios) {
@@ -476,6 +479,8 @@ async function main(): Promise<void> {
       const diskBefore = server.diskReadBytes();
       try {
         const result = await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
+        // The next run's follows start past every pair this one may have sent (answered or still in flight).
+        if (scenario.spec.follows) scenario.spec.follows.start += result.requests + 2 * connections;
         // After a write, wait for its aftermath before the next run (and count the server's share of it, the
         // fan-out of the posts it created, in this scenario's CPU), so that it falls on no other scenario.
         if (scenario.spec.method !== 'GET') await settle();
@@ -602,6 +607,7 @@ async function main(): Promise<void> {
         ['posts.reply_count', 'SELECT count(*) FROM posts p WHERE reply_count <> (SELECT count(*) FROM replies r WHERE r.post_id = p.id) AND (reply_count > 0 OR EXISTS (SELECT 1 FROM replies r WHERE r.post_id = p.id))'],
         ['posts.recommend_count', 'SELECT count(*) FROM posts p WHERE recommend_count <> (SELECT count(*) FROM recommends r WHERE r.post_id = p.id) AND (recommend_count > 0 OR EXISTS (SELECT 1 FROM recommends r WHERE r.post_id = p.id))'],
         ['fanout_queue', 'SELECT count(*) FROM fanout_queue'],
+        ['feed_backfill', 'SELECT count(*) FROM feed_backfill'],
       ];
       suiteReport.invariants = {};
       for (const [name, text] of checks) suiteReport.invariants[name] = await scalar(text);
@@ -653,6 +659,35 @@ async function main(): Promise<void> {
     for (const server of servers) await server.stop();
     for (const cleanup of cleanups.reverse()) await cleanup().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
   }
+}
+
+/**
+ * The follow scenario's pairs: up to 1,000 followees drawn at random among ordinary users (none of the users the
+ * scenarios rely on, at 10M posts ~100 posts each), and up to 500 signed-in users who follow none of them in the
+ * seed, so that every pair is a new relation (a 201, never a 409).
+ */
+function followPairs(data: ReturnType<typeof generateDataset>, tokens: string[]): FollowSequence | undefined {
+  const users = data.options.users;
+  const firstOrdinary = 11 + data.options.manyAuthors;
+  const signedIn = Math.min(tokens.length, users);
+  // Followers from the signed-in users, followees from above them (or, in a small data set, the two halves).
+  const lowest = signedIn < users - 1_000 ? signedIn + 1 : Math.floor((firstOrdinary + users) / 2) + 1;
+  const random = prng(data.options.seed + 2);
+  const followees = new Set<number>();
+  for (let tries = 0; followees.size < 1_000 && tries < 100_000; tries++) {
+    const u = lowest + Math.floor(random() * (users - lowest + 1));
+    if (u !== data.celebrity) followees.add(u);
+  }
+  const followers: { id: number; token: string }[] = [];
+  for (let u = firstOrdinary; u <= Math.min(signedIn, lowest - 1) && followers.length < 500; u++) {
+    if (followees.has(u) || u === data.celebrity || u === data.returning) continue;
+    const followed = data.followees.subarray(data.followOffsets[u] as number, data.followOffsets[u + 1] as number);
+    if (followed.some((v) => followees.has(v))) continue;
+    followers.push({ id: u, token: tokens[u - 1] as string });
+  }
+  if (followers.length === 0 || followees.size === 0) return undefined;
+  // Pair 0 is the sanity check's; the load runs start at pair 1.
+  return { start: 1, followers, followees: [...followees] };
 }
 
 /** Polls `done` every 50 ms until it holds, for at most `seconds`; says so in the log when it gives up. */

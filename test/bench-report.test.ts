@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { LoadResult } from '../bench/lib/load.js';
+import { generateDataset } from '../bench/lib/dataset.js';
+import { followRequest, wrkScript, type LoadResult } from '../bench/lib/load.js';
 import { npmStartCommand } from '../bench/lib/process.js';
 import { addRatios, evaluate, mergeSlices, summarise } from '../bench/lib/report.js';
 import type { Scenario, TargetSpec } from '../bench/lib/scenarios.js';
@@ -82,5 +83,44 @@ describe('the server command', () => {
     expect(node).toBe('node');
     expect(rest.at(-1)).toBe('dist/src/server.js');
     expect(rest.slice(0, -1).every((flag) => flag.startsWith('--'))).toBe(true);
+  });
+});
+
+describe('the follow scenario and its target (issue 45)', () => {
+  const sequence = { start: 1, followers: [{ id: 20, token: 'cb_a' }, { id: 21, token: 'cb_b' }, { id: 22, token: 'cb_c' }], followees: [100, 101] };
+
+  it('names every pair of followers × followees once before any repeats, each sent with its follower\'s token', () => {
+    const requests = Array.from({ length: 6 }, (_, n) => followRequest(sequence, n));
+    const pairs = requests.map((r) => `${r.path} ${r.body} ${r.headers.authorization}`);
+    expect(new Set(pairs).size).toBe(6);
+    expect(requests[4]).toEqual({
+      path: '/users/101/followers',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer cb_b' },
+      body: '{"id":21}',
+    });
+    expect(followRequest(sequence, 6)).toEqual(followRequest(sequence, 0));
+    // wrk's script walks the same sequence from `start`.
+    const lua = wrkScript({ method: 'POST', path: '/users/100/followers', follows: sequence });
+    expect(lua).toContain('local start = 1');
+    expect(lua).toContain("{ 21, [[cb_b]] }");
+  });
+
+  it('judges a floor on req/s and p99 by the scenario alone', () => {
+    const floor: TargetSpec = { title: 'f', scenario: 'f', baseline: 'f', min: 1000, absolute: { rps: 1000, p99Ms: 2 } };
+    const fast = summarise(scenario('f'), [run(1200, 50), run(1100, 50), run(900, 50)], 100);
+    expect(evaluate([fast], [floor])[0]).toMatchObject({ ratio: 1100, pass: true });
+    const slowTail = summarise(scenario('f'), [{ ...run(1200, 50), p99: 60 }, { ...run(1200, 50), p99: 60 }, run(1200, 50)], 100);
+    expect(evaluate([slowTail], [floor])[0]?.pass).toBe(false);
+    const few = summarise(scenario('f'), [run(900, 50), run(950, 50), run(1200, 50)], 100);
+    expect(evaluate([few], [floor])[0]?.pass).toBe(false);
+  });
+
+  it('gives the returning user ~1,000 follows, never of the author or of themself', () => {
+    const options = { users: 3000, posts: 5000, boards: 10, followsPerUser: 5, feedFollows: 1000, authorFollowers: 10, manyAuthors: 20, signedIn: 100, seed: 7 };
+    const data = generateDataset(options);
+    const followed = (u: number) => Array.from(data.followees.subarray(data.followOffsets[u] as number, data.followOffsets[u + 1] as number));
+    expect(followed(data.returning).length).toBeGreaterThanOrEqual(1000);
+    expect(followed(data.returning)).not.toContain(data.author);
+    expect(followed(data.returning)).not.toContain(data.returning);
   });
 });

@@ -1,5 +1,5 @@
 import autocannon from 'autocannon';
-import { randomPaths, type LoadResult, type RequestSpec } from './load.js';
+import { followRequest, randomPaths, type LoadResult, type RequestSpec } from './load.js';
 
 /**
  * The fallback load generator, run as its own (pinned) process so that it never shares the server's CPU:
@@ -8,6 +8,8 @@ import { randomPaths, type LoadResult, type RequestSpec } from './load.js';
 const job = JSON.parse(process.argv[2] ?? '{}') as { url: string; spec: RequestSpec; seconds: number; connections: number };
 const { spec } = job;
 const nextPath = randomPaths(spec);
+const follows = spec.follows ?? { start: 0, followers: [], followees: [] };
+let next = follows.start;
 
 const result = await autocannon({
   url: job.url,
@@ -20,7 +22,12 @@ const result = await autocannon({
       path: spec.path.replace('{id}', '1'),
       headers: { ...(spec.body === undefined ? {} : { 'content-type': 'application/json' }), ...spec.headers },
       ...(spec.body === undefined ? {} : { body: spec.body }),
-      ...(spec.variants?.length
+      ...(spec.follows
+        ? {
+            // One counter for every connection: each request is the next pair, never one sent before.
+            setupRequest: (request) => ({ ...request, ...followRequest(follows, next++) }),
+          }
+        : spec.variants?.length
         ? {
             setupRequest: (request) => {
               const v = spec.variants?.[Math.floor(Math.random() * (spec.variants?.length ?? 1))];

@@ -6,7 +6,9 @@
  * Users are 1..users, posts 1..posts, boards 1..boards. Three users have a role in the scenarios:
  * - the feed user follows exactly `feedFollows` (1,000) users;
  * - the author (who POSTs in the write scenario) has exactly `authorFollowers` (10) followers;
- * - the reader holds a token for the authenticated reads.
+ * - the reader holds a token for the authenticated reads;
+ * - the returning user follows `feedFollows` (1,000) users too, besides their own random ones: the feed-returning
+ *   scenario reads their feed as someone back after 30 days away (no seeded state marks when a user last read).
  */
 
 export interface DatasetOptions {
@@ -29,6 +31,8 @@ export interface Dataset {
   feedUser: number;
   author: number;
   reader: number;
+  /** Follows `feedFollows` more users than the random ones (the feed-returning scenario). */
+  returning: number;
   /** Followed by every user but the feed user (whose feed must stay as described); owns no seeded post. */
   celebrity: number;
   /** The many-authors users, ascending; each has 10–100 followers. */
@@ -110,6 +114,7 @@ export function generateDataset(options: DatasetOptions): Dataset {
   const author = 2;
   const reader = 3;
   const celebrity = 4;
+  const returning = 5;
   const firstManyAuthor = 11;
   const manyAuthors = Math.max(0, Math.min(options.manyAuthors, users - firstManyAuthor));
   const feedFollows = Math.min(options.feedFollows, users - 2);
@@ -170,6 +175,20 @@ export function generateDataset(options: DatasetOptions): Dataset {
     next.set(more, old.length);
     lists[u] = next;
   }
+  // The returning user's many follows, drawn from a generator of their own so that every other row of the data set
+  // stays what it was before this user existed (the main stream of draws is untouched).
+  if (users > returning) {
+    const own = new Set(lists[returning] as Int32Array);
+    const draw = prng(seed + 1);
+    const more = Math.min(feedFollows, users - 2 - own.size);
+    for (let added = 0; added < more; ) {
+      const v = 1 + Math.floor(draw() * users);
+      if (v === returning || v === author || own.has(v)) continue;
+      own.add(v);
+      added++;
+    }
+    lists[returning] = Int32Array.from(own);
+  }
   for (let u = 1; u <= users; u++) (lists[u] as Int32Array).sort();
   const follow = toCsr(lists, users);
   const reverse = invert(follow.offsets, follow.values, users);
@@ -212,6 +231,7 @@ export function generateDataset(options: DatasetOptions): Dataset {
     feedUser,
     author,
     reader,
+    returning,
     celebrity,
     manyAuthorIds: Int32Array.from({ length: manyAuthors }, (_, i) => firstManyAuthor + i),
     followOffsets: follow.offsets,

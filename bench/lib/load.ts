@@ -25,6 +25,33 @@ export interface RequestSpec {
    * replay. wrk only.
    */
   uniqueHeader?: string;
+  /**
+   * Follows that never repeat (the follow scenario): request n of a load run is pair `start + n` of `followers` ×
+   * `followees` (see followRequest), sent as the follower with their token. `path`, `headers` and `body` are pair
+   * `start - 1`, which the sanity check sends; the harness moves `start` past the pairs each run used.
+   */
+  follows?: FollowSequence;
+}
+
+export interface FollowSequence {
+  start: number;
+  /** Users with a bearer token, none of whom follows any of `followees` in the seed. */
+  followers: { id: number; token: string }[];
+  followees: number[];
+}
+
+/**
+ * Pair n of a follow sequence as a request: follower n mod |followers| follows followee ⌊n / |followers|⌋ mod
+ * |followees|, so n below |followers| × |followees| never names a pair twice. The wrk script does the same in Lua.
+ */
+export function followRequest(seq: FollowSequence, n: number): { path: string; headers: Record<string, string>; body: string } {
+  const follower = seq.followers[n % seq.followers.length] as { id: number; token: string };
+  const followee = seq.followees[Math.floor(n / seq.followers.length) % seq.followees.length] as number;
+  return {
+    path: `/users/${followee}/followers`,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${follower.token}` },
+    body: JSON.stringify({ id: follower.id }),
+  };
 }
 
 /**
@@ -95,7 +122,23 @@ export function wrkScript(spec: RequestSpec): string {
     `local headers = { ${headers} }`,
     `local body = ${spec.body === undefined ? 'nil' : luaString(spec.body)}`,
   ];
-  if (spec.variants?.length) {
+  if (spec.follows) {
+    const seq = spec.follows;
+    lines.push(
+      `local start = ${seq.start}`,
+      `local followers = { ${seq.followers.map((f) => `{ ${f.id}, ${luaString(f.token)} }`).join(', ')} }`,
+      `local followees = { ${seq.followees.join(', ')} }`,
+      'local n = 0',
+      'request = function()',
+      '  local k = start + n',
+      '  n = n + 1',
+      '  local f = followers[(k % #followers) + 1]',
+      '  local e = followees[(math.floor(k / #followers) % #followees) + 1]',
+      '  local h = { ["content-type"] = "application/json", ["authorization"] = "Bearer " .. f[2] }',
+      '  return wrk.format("POST", "/users/" .. e .. "/followers", h, \'{"id":\' .. f[1] .. "}")',
+      'end',
+    );
+  } else if (spec.variants?.length) {
     lines.push(
       'local variants = {',
       ...spec.variants.map((v) => `  { ${luaString(v.path)}, { ${Object.entries(v.headers).map(([k, x]) => `[ ${luaString(k)} ] = ${luaString(x)}`).join(', ')} } },`),

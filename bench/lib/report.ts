@@ -125,6 +125,11 @@ export function evaluate(results: ScenarioResult[], specs: TargetSpec[]): Target
     const a = byKey.get(spec.scenario);
     const b = byKey.get(spec.baseline);
     if (!a || !b) return [];
+    if (spec.absolute) {
+      const { rps, p99Ms } = spec.absolute;
+      const pass = a.rps >= rps && a.p99 <= p99Ms && a.errors === 0;
+      return [{ ...spec, ratio: a.rps, roundRatios: a.runs.map((r) => r.rps), ratioOfMedians: a.rps, cpuRatio: Number.NaN, pass }];
+    }
     const roundRatios = paired(a.runs, b.runs, (x) => x.rps);
     const ratio = median(roundRatios);
     // CPU time is per request, so the baseline's is the numerator.

@@ -1,4 +1,4 @@
-import type { RequestSpec } from './load.js';
+import { followRequest, type FollowSequence, type RequestSpec } from './load.js';
 import { RARE_EVERY, RARE_WORD, type Tokens } from './seed.js';
 
 export type Backend = 'sqlite' | 'postgres';
@@ -28,6 +28,11 @@ export interface TargetSpec {
    * page): `--instructions` shows it without judging it.
    */
   unlikeResponses?: true;
+  /**
+   * A floor on the scenario's own figures instead of a ratio (`baseline` is then the scenario itself): its median
+   * req/s at least `rps` and its median p99 at most `p99Ms`.
+   */
+  absolute?: { rps: number; p99Ms: number };
 }
 
 export interface ScenarioContext {
@@ -45,6 +50,10 @@ export interface ScenarioContext {
   onePost?: number;
   /** The many authors (10–100 followers each) and their tokens. */
   manyAuthors: { id: number; token: string }[];
+  /** The follow scenario's pairs (see FollowSequence); the scenario is left out without them. */
+  follows?: FollowSequence;
+  /** The returning user (dataset.ts) and their token; feed-returning is left out without them. */
+  returning?: { id: number; token: string };
   /** Growth: the second corkboard ('small' target) serves the same users with this many posts. */
   growth?: { posts: number; deepCursor: string; feedToken: string };
 }
@@ -296,6 +305,45 @@ export function scenarios(ctx: ScenarioContext): Scenario[] {
       expect: { status: 201 },
       versus: insert,
     },
+    ...fanoutScenarios(ctx, insert),
+  ];
+}
+
+/**
+ * Issue 45 (fan-out that does not grow with the table): a follow, whose followee's posts must reach the follower's
+ * feed, and the first feed page of a user who follows many accounts and comes back after 30 days away.
+ */
+function fanoutScenarios(ctx: ScenarioContext, insert: string): Scenario[] {
+  const list: Scenario[] = [];
+  if (ctx.returning) {
+    list.push({
+      key: 'feed-returning',
+      title: 'GET /users/{id}/feed, first page, user following ~1,000 users back after 30 days away',
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/users/${ctx.returning.id}/feed`, headers: bearer(ctx.returning.token) },
+      expect: { status: 200, items: 20 },
+      versus: 'get-post',
+    });
+  }
+  if (ctx.follows) {
+    const first = followRequest(ctx.follows, ctx.follows.start - 1);
+    list.push({
+      key: 'follow',
+      title: 'POST /users/{id}/followers: a random follower follows a random user (a new pair each time)',
+      target: 'corkboard',
+      spec: { method: 'POST', ...first, follows: ctx.follows },
+      expect: { status: 201 },
+      versus: insert,
+    });
+  }
+  return list;
+}
+
+/** Issue 45's targets for the scenarios above (follow's is stated for 10M posts). */
+function fanoutTargets(): TargetSpec[] {
+  return [
+    { title: 'Follow ≥ 1,000 a second with p99 ≤ 50 ms (stated at 10M posts)', scenario: 'follow', baseline: 'follow', min: 1_000, absolute: { rps: 1_000, p99Ms: 50 } },
+    { title: 'Feed of a user back after 30 days (following ~1,000) ≥ 0.30 × GET /posts/{id}', scenario: 'feed-returning', baseline: 'get-post', min: 0.3, unlikeResponses: true },
   ];
 }
 
@@ -326,6 +374,7 @@ export function targets(backend: Backend, growthPosts?: number, posts?: number):
     { title: 'A revalidation answered 304 ≥ 1.0 × the same GET answered 200', scenario: 'get-post-304', baseline: 'get-post-one', min: 1.0 },
     { title: 'POST with a new Idempotency-Key ≥ 0.80 × the same POST without', scenario: 'create-post-key', baseline: 'create-post', min: 0.8 },
     { title: 'A replayed POST ≥ 1.5 × the create', scenario: 'create-post-replay', baseline: 'create-post', min: 1.5 },
+    ...fanoutTargets(),
   );
   if (growthPosts !== undefined && posts !== undefined) {
     const small = sizeLabel(growthPosts);

@@ -158,13 +158,15 @@ export async function findCallerAndReadablePost(
 /**
  * The feed page, one statement: the owner's written entries (a range of the `(user_id, post_id)` primary key
  * walked backwards, each joined to its post by primary key) merged with the posts still in the fan-out queue by
- * users the owner follows, newest first. Both engines merge the two ordered branches and stop after `limit + 1`
- * rows, so neither sorts and neither reads past the page (feed.test.ts pins SQLite's plan; PostgreSQL's was read with
- * EXPLAIN ANALYZE on a populated database, which a test's empty one cannot stand in for).
- * - A post can be in the queue and in the owner's entries at once (a big post is fanned out in chunks; a follow
- *   writes the followee's recent posts), so the queued branch skips posts the owner already has an entry for:
- *   each post appears once, and the statement sees one snapshot, so a post the worker moves meanwhile is in one
- *   branch or the other, never in neither.
+ * users the owner follows, and with the posts of users the owner has just followed whose backfill the worker has
+ * not written yet (`feed_backfill`, usually empty: one probe of its primary key), newest first. Both engines merge
+ * the ordered branches and stop after `limit + 1` rows, so neither reads past the page (feed.test.ts pins SQLite's
+ * plan; PostgreSQL's was read with EXPLAIN ANALYZE on a populated database, which a test's empty one cannot stand
+ * in for). Only a reader with several backfills pending has that branch sorted: their posts, a few hundred rows.
+ * - A post can be in the queue and in the owner's entries at once (a big post is fanned out in chunks), or be the
+ *   pending followee's and in the queue or the entries, so the queued branch skips posts the owner already has an
+ *   entry for, and the pending branch posts that are queued or have one: each post appears once, and the statement
+ *   sees one snapshot, so a post the worker moves meanwhile is in one branch or another, never in none.
  * - Each branch selects the post id from the table it walks, which is what lets SQLite see that the branch comes
  *   out in `ORDER BY id` order (it is the same value as `posts.id`).
  * - The cursor is stated on `posts.id` too: for an admin's feed (no filter on posts) PostgreSQL may join by merging
@@ -193,13 +195,20 @@ function feedPageStatement(predicate: CompiledText | undefined, limit: number): 
     'inner join posts on posts.id = fanout_queue.post_id ' +
     `where fanout_queue.post_id < ?${visibleQueued} ` +
     'and not exists (select 1 from feed_entries as written where written.user_id = ? and written.post_id = fanout_queue.post_id)';
+  const pending =
+    `select posts.id as id, ${POST_FIELDS_SQL} from feed_backfill ` +
+    'inner join posts on posts.owner_id = feed_backfill.owner_id ' +
+    `where feed_backfill.user_id = ? and posts.id < ?${visibleQueued} ` +
+    'and not exists (select 1 from feed_entries as written where written.user_id = ? and written.post_id = posts.id) ' +
+    'and not exists (select 1 from fanout_queue as queued where queued.post_id = posts.id)';
   const page = `order by id desc limit ${limit + 1}`;
   const postgres =
     `(${written} order by feed_entries.post_id desc limit ${limit + 1}) union all ` +
-    `(${queued} order by fanout_queue.post_id desc limit ${limit + 1}) ${page}`;
+    `(${queued} order by fanout_queue.post_id desc limit ${limit + 1}) union all ` +
+    `(${pending} order by posts.id desc limit ${limit + 1}) ${page}`;
   // The values of the `?`s in the order they appear in the text: the owner and the cursor, the rule's own.
-  const parameters = [VIEWER, SLOT, SLOT, ...rule, VIEWER, SLOT, ...rule, VIEWER];
-  return { statement: { sqlite: `${written} union all ${queued} ${page}`, postgres: numbered(postgres) }, parameters };
+  const parameters = [VIEWER, SLOT, SLOT, ...rule, VIEWER, SLOT, ...rule, VIEWER, VIEWER, SLOT, ...rule, VIEWER];
+  return { statement: { sqlite: `${written} union all ${queued} union all ${pending} ${page}`, postgres: numbered(postgres) }, parameters };
 }
 
 /** Built once per kind of owner (see viewerKind) and page size: a few kinds times the hundred page sizes allowed. */
@@ -223,7 +232,7 @@ export function feedPageQuery(
   }
   // Without a cursor every id is below the largest safe integer: one text serves the first page and the next ones.
   const below = after ?? Number.MAX_SAFE_INTEGER;
-  return { statement: compiled.statement, params: bindParameters(compiled.parameters, owner.id, [below, below, below]) };
+  return { statement: compiled.statement, params: bindParameters(compiled.parameters, owner.id, [below, below, below, below]) };
 }
 
 /** `limit + 1` posts of `owner`'s home feed, newest first, filtered by what the owner may see: see feedPageQuery. */

@@ -14,6 +14,7 @@ export interface Database {
   boards: BoardsTable;
   feed_entries: FeedEntriesTable;
   fanout_queue: FanoutQueueTable;
+  feed_backfill: FeedBackfillTable;
   settings: SettingsTable;
   counters: CountersTable;
   stream_events: StreamEventsTable;
@@ -137,6 +138,12 @@ export interface FeedEntriesTable {
 /** Posts whose feed entries are not written yet (see feed.fanout.ts); feed reads merge them. */
 export interface FanoutQueueTable {
   post_id: number;
+  owner_id: number;
+}
+
+/** A follow whose followee's existing posts are not yet in the follower's feed entries (feed.fanout.ts). */
+export interface FeedBackfillTable {
+  user_id: number;
   owner_id: number;
 }
 

@@ -1,7 +1,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyBaseLogger } from 'fastify';
-import type { InsertResult } from 'kysely';
+import type { ExpressionBuilder, InsertResult } from 'kysely';
 import type { Store, Tx } from '../../db/store.js';
+import type { Database } from '../../db/types.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -57,6 +58,10 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  * for one chunk, not the whole fan-out. Read-time merging alone (never writing entries for such owners) was the
  * alternative: it would make every follower's feed read probe the big owners' posts on each page forever, while
  * chunking costs the same rows as before and keeps a feed read a range scan (bench/README.md, "Figures behind choices in the code").
+ *
+ * The same worker writes follows' backfills (the followee's existing posts into the new follower's feed), which a
+ * follow leaves to it in `feed_backfill` rather than writing them inside the request; feeds merge those posts from
+ * `posts` until then (see drainBackfill).
  *
  * Correctness against concurrent follows and unfollows is the same as if fan-out ran inside the create: the
  * owners' user rows are locked (in ascending id order) before the entries are written, and following or
@@ -204,12 +209,65 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
       return 1;
     }, BACKGROUND);
 
-  /** One step: a batch of small posts, then one chunk of the oldest big one; answers how much work it did. */
+  /**
+   * A batch of follows' backfills (feed_backfill, written by the follow's transaction): the followees' posts into
+   * their new followers' feeds, as many follows as fit in one transaction's entries (at least one), and their
+   * removal from feed_backfill, together. Both users of each follow are locked first, as the follow and the unfollow
+   * lock them: a follow undone meanwhile took its feed_backfill row with it, and the insert, which reads the rows
+   * after the locks, writes nothing for it. Answers how many follows it backfilled.
+   */
+  const drainBackfill = () =>
+    store.transaction(async (tx) => {
+      const started = performance.now();
+      if (!(await tx.tryExclusive(DRAIN_LOCK))) return 0;
+      const pending = await tx.db
+        .selectFrom('feed_backfill')
+        .innerJoin('users', 'users.id', 'feed_backfill.owner_id')
+        .select(['feed_backfill.user_id', 'feed_backfill.owner_id', 'users.post_count'])
+        .limit(batchSize)
+        .execute();
+      const budget = perTransaction;
+      const taken: typeof pending = [];
+      let entries = 0;
+      for (const follow of pending) {
+        if (taken.length > 0 && entries + follow.post_count > budget) break;
+        taken.push(follow);
+        entries += follow.post_count;
+      }
+      if (taken.length === 0) return 0;
+      await tx.lockRows('users', [...new Set(taken.flatMap((f) => [f.user_id, f.owner_id]))]);
+      const these = (eb: ExpressionBuilder<Database, 'feed_backfill'>) =>
+        eb.or(taken.map((f) => eb.and([eb('feed_backfill.user_id', '=', f.user_id), eb('feed_backfill.owner_id', '=', f.owner_id)])));
+      const written = await tx.db
+        .insertInto('feed_entries')
+        .columns(['user_id', 'post_id', 'owner_id'])
+        .expression((eb) =>
+          eb
+            .selectFrom('feed_backfill')
+            .innerJoin('posts', 'posts.owner_id', 'feed_backfill.owner_id')
+            .select(['feed_backfill.user_id', 'posts.id', 'posts.owner_id'])
+            .where(these),
+        )
+        // A post fanned out to the new follower already (created after the follow) keeps its entry.
+        .onConflict((oc) => oc.doNothing())
+        .executeTakeFirst();
+      await tx.db.deleteFrom('feed_backfill').where(these).execute();
+      timeEntries(tx, started, written);
+      return taken.length;
+    }, BACKGROUND);
+
+  /**
+   * One step: a batch of small posts, a batch of follows' backfills, then one chunk of the oldest big post; answers
+   * how much work it did.
+   */
   async function drainBatch(): Promise<number> {
     const { done, big } = await drainSmall();
-    if (!big || closed) return done;
+    if (closed) return done;
     await nextTurn();
-    return done + (await drainChunk(big));
+    const backfilled = await drainBackfill();
+    if (!big || closed) return done + backfilled;
+    await nextTurn();
+    return done + backfilled + (await drainChunk(big));
   }
 
   function run(): Promise<void> {
@@ -254,7 +312,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
 }
 
 /**
- * Decorates the app with its fan-out worker, which runs after every committed new post, drains what earlier
+ * Decorates the app with its fan-out worker, which runs after every committed new post (and follow), drains what earlier
  * processes left queued, and stops on close.
  */
 export default fp(

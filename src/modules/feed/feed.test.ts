@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { CompiledQuery } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { feedPageQuery } from '../../db/hot-statements.js';
+import { createFanout } from './feed.fanout.js';
 import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
 import { backend } from '../../../test/helpers/database.js';
@@ -115,6 +116,63 @@ describe('GET /users/{user_id}/feed', () => {
     expect(await app.db.selectFrom('feed_entries').selectAll().execute()).toEqual([]);
   });
 
+  it('shows the followee\'s posts right after a follow, before the worker has written them, and pages through its catching up', async () => {
+    const app = await buildTestApp();
+    await app.fanout.close(); // nothing is written until `worker` drains
+    const worker = createFanout(app.store, app.log, { sweepMs: 60_000 });
+    const reader = await signUp(app);
+    const owner = await signUp(app);
+    const other = await signUp(app);
+    const posts = [
+      await publish(app, owner, 'o1'),
+      await publish(app, owner, 'hidden', 'private'),
+      await publish(app, other, 'x1'),
+      await publish(app, owner, 'o2', 'followers'),
+      await publish(app, owner, 'o3'),
+    ];
+    await follow(app, reader, other);
+    await worker.drain();
+    await follow(app, reader, owner);
+    // The follow wrote no entry: its backfill waits for the worker, and the feed merges the owner's posts meanwhile.
+    expect(await app.db.selectFrom('feed_backfill').selectAll().execute()).toEqual([{ user_id: reader.id, owner_id: owner.id }]);
+    expect(await app.db.selectFrom('feed_entries').select('post_id').where('owner_id', '=', owner.id).execute()).toEqual([]);
+    const expected = ['o3', 'o2', 'x1', 'o1'];
+    expect(await feedTitles(app, reader)).toEqual(expected);
+    const newer = await publish(app, owner, 'o4'); // queued and the pending followee's: shown once
+    expect(await feedTitles(app, reader)).toEqual(['o4', ...expected]);
+
+    // A page read before the worker writes the backfill, the next one after: every post once, in order.
+    const first = await call(app, 'GET', `/users/${reader.id}/feed?limit=2`, { token: reader.token });
+    expect(first.json<PostJson[]>().map((p) => p.title)).toEqual(['o4', 'o3']);
+    await worker.drain();
+    const second = await call(app, 'GET', nextPath(first.headers.link)!, { token: reader.token });
+    expect(second.json<PostJson[]>().map((p) => p.title)).toEqual(['o2', 'x1']);
+    expect(await feedTitles(app, reader)).toEqual(['o4', ...expected]);
+    expect(await app.db.selectFrom('feed_backfill').selectAll().execute()).toEqual([]);
+    const written = await app.db.selectFrom('feed_entries').select('post_id').where('user_id', '=', reader.id).orderBy('post_id').execute();
+    expect(written.map((e) => e.post_id)).toEqual([...posts.map((p) => p.id), newer.id]);
+    await worker.close();
+  });
+
+  it('writes no backfill for a follow undone before the worker reached it', async () => {
+    const app = await buildTestApp();
+    await app.fanout.close();
+    const worker = createFanout(app.store, app.log, { sweepMs: 60_000 });
+    const reader = await signUp(app);
+    const owner = await signUp(app);
+    await publish(app, owner, 'o1');
+    await worker.drain();
+    await follow(app, reader, owner);
+    expect(await feedTitles(app, reader)).toEqual(['o1']);
+    await unfollow(app, reader, owner);
+    expect(await feedTitles(app, reader)).toEqual([]);
+    expect(await app.db.selectFrom('feed_backfill').selectAll().execute()).toEqual([]);
+    await worker.drain();
+    expect(await app.db.selectFrom('feed_entries').selectAll().execute()).toEqual([]);
+    expect(await feedTitles(app, reader)).toEqual([]);
+    await worker.close();
+  });
+
   it('drops a deleted post', async () => {
     const app = await buildTestApp();
     const owner = await signUp(app);
@@ -207,23 +265,30 @@ describe('GET /users/{user_id}/feed', () => {
   });
 });
 
-describe('query plan (SQLite): a feed page merges the entries and the queue, each walked by its primary key', () => {
+describe('query plan (SQLite): a feed page merges the entries and the queue, each walked by its primary key, and the pending backfills', () => {
   it.skipIf(backend === 'postgres').each(['member', 'admin'] as const)('for the feed of a %s', async (role) => {
     const app = await buildTestApp();
     const { statement, params } = feedPageQuery({ id: 1, role }, 20, 500);
     const plan = await app.db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${statement.sqlite}`, params));
     const details = plan.rows.map((r) => r.detail);
-    // The two branches come out in id order and are merged: no sort, and the LIMIT stops both.
-    expect(details[0]).toBe('MERGE (UNION ALL)');
+    // The three branches are merged; the entries and the queue come out in id order (no sort, and the LIMIT stops
+    // both), the pending backfills' posts are sorted: a probe of an empty range unless a follow is still pending.
+    expect(details.slice(0, 3)).toEqual(['MERGE (UNION ALL)', 'LEFT', 'MERGE (UNION ALL)']);
     // feed_entries is a WITHOUT ROWID table: its composite primary key is the table itself.
     expect(details).toContain('SEARCH feed_entries USING PRIMARY KEY (user_id=? AND post_id<?)');
     // Without statistics SQLite cannot know the queue is small; the plan must not depend on it knowing.
     expect(details).toContain('SEARCH fanout_queue USING INTEGER PRIMARY KEY (rowid<?)');
     expect(details).toContain('SEARCH written USING PRIMARY KEY (user_id=? AND post_id=?)');
+    expect(details).toContain('SEARCH feed_backfill USING PRIMARY KEY (user_id=?)');
+    expect(details).toContain('SEARCH queued USING INTEGER PRIMARY KEY (rowid=?)');
     expect(details.filter((d) => d.startsWith('SEARCH posts'))).toEqual([
       'SEARCH posts USING INTEGER PRIMARY KEY (rowid=?)',
       'SEARCH posts USING INTEGER PRIMARY KEY (rowid=?)',
+      'SEARCH posts USING INDEX posts_owner_id (owner_id=? AND id<?)',
     ]);
-    expect(details.join('\n')).not.toMatch(/TEMP B-TREE|MULTI-INDEX|SCAN /);
+    // The one sort: the pending branch's, its last step.
+    expect(details.filter((d) => d.includes('TEMP B-TREE'))).toEqual(['USE TEMP B-TREE FOR ORDER BY']);
+    expect(details.at(-1)).toBe('USE TEMP B-TREE FOR ORDER BY');
+    expect(details.join('\n')).not.toMatch(/MULTI-INDEX|SCAN /);
   });
 });

@@ -93,27 +93,18 @@ export function createFollowersRepository(db: Kysely<Database>) {
     },
 
     /**
-     * Enters every post of `followeeId` into the home feed of `followerId` (visibility is applied when the feed is
-     * read, so all of them). `do nothing` on a clash keeps a concurrent post fan-out that already entered one of
-     * them from turning the follow into a 500.
+     * Records that the posts `followeeId` has now must enter the home feed of `followerId`: the fan-out worker writes
+     * their entries after the follow commits (feed.fanout.ts), and until it has, feed reads take them from `posts`
+     * (hot-statements.ts). Visibility is applied when the feed is read, so all of them.
      */
-    async addPostsToFeed(followeeId: number, followerId: number): Promise<void> {
-      await db
-        .insertInto('feed_entries')
-        .columns(['user_id', 'post_id', 'owner_id'])
-        .expression((eb) =>
-          eb
-            .selectFrom('posts')
-            .select([eb.cast<number>(eb.val(followerId), 'bigint').as('user_id'), 'posts.id', 'posts.owner_id'])
-            .where('posts.owner_id', '=', followeeId),
-        )
-        .onConflict((oc) => oc.columns(['user_id', 'post_id']).doNothing())
-        .execute();
+    async queueBackfill(followeeId: number, followerId: number): Promise<void> {
+      await db.insertInto('feed_backfill').values({ user_id: followerId, owner_id: followeeId }).onConflict((oc) => oc.doNothing()).execute();
     },
 
-    /** Drops every post of `followeeId` from the home feed of `followerId`. */
+    /** Drops every post of `followeeId` from the home feed of `followerId`, written or still to be written. */
     async removePostsFromFeed(followeeId: number, followerId: number): Promise<void> {
       await db.deleteFrom('feed_entries').where('user_id', '=', followerId).where('owner_id', '=', followeeId).execute();
+      await db.deleteFrom('feed_backfill').where('user_id', '=', followerId).where('owner_id', '=', followeeId).execute();
     },
   };
 }

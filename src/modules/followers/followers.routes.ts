@@ -96,6 +96,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       await follow(app.store, followeeId, followerId, caller, (tx, follower) =>
         answer.keep(tx, app.links.url(`/users/${followeeId}/followers/${followerId}`), toUser(follower, app.links)),
       );
+      app.fanout.schedule(); // the followee's posts, into the follower's feed entries
       return answer.send();
     },
   );

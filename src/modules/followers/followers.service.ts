@@ -10,14 +10,16 @@ import { createFollowersRepository } from './followers.repository.js';
 
 /**
  * `followerId` starts following `followeeId`, in one transaction: the relation, both counters and the follower's
- * home feed (every existing post of the followee). Answers the follower's row with its counters already moved.
+ * home feed (the followee's existing posts, queued for the fan-out worker to write after this commits; feed reads
+ * merge them from `posts` until it has). Answers the follower's row with its counters already moved.
  *
- * Both users' rows are locked first, in ascending id order (A follows B while B follows A cannot deadlock), so the
- * followee's row is held while its posts are read: a post created concurrently is either seen here or, once this
- * commits, sees the relation. A block between the two, either way, is a 403 (CONTRACT §9); the block's own
- * transaction locks the same two rows, so a follow and a block never cross. The primary key is the arbiter of
- * duplicates: of two identical requests racing, one inserts and the other gets the unique violation (409) and
- * changes nothing. A user deleted meanwhile surfaces as a missing row or a foreign key violation (404).
+ * Both users' rows are locked first, in ascending id order (A follows B while B follows A cannot deadlock). The
+ * worker's backfill locks the same two rows, so it writes the entries of every post the followee has by then, and
+ * a post created later is fanned out to the relation like any other. A block between the two, either way, is a 403
+ * (CONTRACT §9); the block's own transaction locks the same two rows, so a follow and a block never cross. The
+ * primary key is the arbiter of duplicates: of two identical requests racing, one inserts and the other gets the
+ * unique violation (409) and changes nothing. A user deleted meanwhile surfaces as a missing row or a foreign key
+ * violation (404).
  * `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
  */
 export async function follow(
@@ -36,7 +38,7 @@ export async function follow(
       const follows = createFollowersRepository(tx.db);
       await follows.insert(followeeId, followerId, new Date().toISOString());
       await follows.adjustCounts(followeeId, followerId, 1, await suspendedAmong(tx.db, [followeeId, followerId]));
-      await follows.addPostsToFeed(followeeId, followerId);
+      await follows.queueBackfill(followeeId, followerId);
       await notifyFollow(tx, followerId, followeeId); // notifications (CONTRACT §10)
       const follower = await tx.db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
       await withinTransaction?.(tx, follower);
