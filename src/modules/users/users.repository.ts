@@ -1,11 +1,39 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type SqlBool } from 'kysely';
 import type { Database, NewUserRow, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { usernameOrder } from '../../db/search-sql.js';
-import { userSearchWords } from '../search/search.text.js';
+import { isPostgres, usernameOrder } from '../../db/search-sql.js';
+import { userSearchWords, userWords } from '../search/search.text.js';
 import { USER_COLUMNS, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 export const usernameKey = (username: string) => username.toLowerCase();
+
+/**
+ * Users a word found in at most this many users' names drives the search from `user_words` (searchByName): reading
+ * that many index entries costs about what walking `limit * users / USER_INDEX_MAX` users does (bench/README.md).
+ */
+export const USER_INDEX_MAX = 2000;
+
+/** After every word that starts with a prefix in code-point order: U+10FFFF, the last code point, is in no word. */
+const WORD_END = '\u{10FFFF}';
+
+/** How many users have a word starting with `word`, counted up to `USER_INDEX_MAX + 1`. */
+async function countUsersWithWord(db: Kysely<Database>, word: string): Promise<number> {
+  const range = db
+    .selectFrom('user_words')
+    .select('user_words.user_id')
+    .where('user_words.word', '>=', word)
+    .where('user_words.word', '<', word + WORD_END)
+    .limit(sql.lit(USER_INDEX_MAX + 1));
+  const row = await db.selectFrom(range.as('found')).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** Writes a user's rows of `user_words` (their words, search.text.ts), in the transaction that writes the user. */
+async function writeUserWords(db: Kysely<Database>, userId: number, username: string, displayName: string): Promise<void> {
+  const key = usernameKey(username);
+  const rows = userWords(username, displayName).map((word) => ({ word, username_key: key, user_id: userId }));
+  if (rows.length > 0) await db.insertInto('user_words').values(rows).execute();
+}
 
 /**
  * User rows. Reads answer `PublicUserRow` (no password hash; `post_count` as the viewer may see it). Pass a
@@ -63,23 +91,64 @@ export function createUsersRepository(db: Kysely<Database>) {
 
     /**
      * GET /users?q= (CONTRACT §11): the users each of whose `words` (search.query.ts) starts a word of their
-     * username or display name (`search_words`, search.text.ts), in lower-cased username order, `limit + 1` rows
-     * after `after` (keyset over the unique username index). The walk stops at the page's end, so a word many
-     * users share costs little; one that few share walks further.
+     * username or display name, in lower-cased username order, `limit + 1` rows after `after` (a username_key).
+     *
+     * Driven by the query word that the fewest users have, if at most `USER_INDEX_MAX` do (a name): its range of
+     * `user_words`, which gives the users' username_key without reading their rows, is ordered by it and read a
+     * batch at a time; only a batch's users are read, each filtered by the other words. When every word is that
+     * common, the walk of the username index instead (the old plan), which a common word stops early: at most
+     * `limit * users / USER_INDEX_MAX` rows walked on average for words spread over the alphabet. Each path's cost is
+     * bounded by one of the two, whichever the words call for; which one is decided here, by counting, not by the
+     * planner's estimate (PostgreSQL's generic plans are blind to the words).
      */
-    searchByName(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }): Promise<PublicUserRow[]> {
-      let query = db
-        .selectFrom('users')
-        .select(USER_COLUMNS)
-        .select(visiblePostCount(viewer))
-        // A suspended account is found by admins only (CONTRACT §9); blocks do not hide profiles here (§11).
-        .where(userShownTo(viewer))
-        .where((eb) => eb.and(words.map((word) => eb('users.search_words', 'like', `% ${word}%`))))
-        .orderBy(usernameOrder(db), 'asc')
-        .limit(pageLimit(options.limit));
-      if (options.after !== undefined) query = query.where(usernameOrder(db), '>', options.after);
-      if (options.username !== undefined) query = query.where('username_key', '=', usernameKey(options.username));
-      return query.execute();
+    async searchByName(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }): Promise<PublicUserRow[]> {
+      const counts = await Promise.all(words.map((word) => countUsersWithWord(db, word)));
+      const rarest = counts.indexOf(Math.min(...counts));
+      const filtered = (others: readonly string[]) => {
+        let query = db
+          .selectFrom('users')
+          .select(USER_COLUMNS)
+          .select(visiblePostCount(viewer))
+          // A suspended account is found by admins only (CONTRACT §9); blocks do not hide profiles here (§11).
+          .where(userShownTo(viewer));
+        if (others.length > 0) query = query.where((eb) => eb.and(others.map((word) => eb('users.search_words', 'like', `% ${word}%`))));
+        if (options.username !== undefined) query = query.where('username_key', '=', usernameKey(options.username));
+        return query;
+      };
+      if ((counts[rarest] as number) > USER_INDEX_MAX) {
+        let walk = filtered(words).orderBy(usernameOrder(db), 'asc').limit(pageLimit(options.limit));
+        if (options.after !== undefined) walk = walk.where(usernameOrder(db), '>', options.after);
+        return walk.execute();
+      }
+      const word = words[rarest] as string;
+      const others = words.filter((_, i) => i !== rarest);
+      const wanted = options.limit + 1;
+      const batchSize = 2 * wanted;
+      const rows: PublicUserRow[] = [];
+      for (let after = options.after; rows.length < wanted; ) {
+        let batch = db
+          .selectFrom('user_words')
+          .select(['user_words.user_id', 'user_words.username_key'])
+          .where('user_words.word', '>=', word)
+          .where('user_words.word', '<', word + WORD_END)
+          .orderBy('user_words.username_key', 'asc')
+          .limit(sql.lit(batchSize));
+        if (after !== undefined) batch = batch.where('user_words.username_key', '>', after);
+        const found = await batch.execute();
+        if (found.length === 0) break;
+        // A user has one row per word of theirs in the range (`ann` finds Ann Annabel twice): adjacent, as the order
+        // is the username's.
+        const order = new Map<number, number>();
+        for (const { user_id } of found) if (!order.has(Number(user_id))) order.set(Number(user_id), order.size);
+        const ids = [...order.keys()];
+        const users = await filtered(others)
+          .where(isPostgres(db) ? sql<SqlBool>`users.id = any(${ids}::bigint[])` : sql<SqlBool>`users.id in (select value from json_each(${JSON.stringify(ids)}))`)
+          .execute();
+        rows.push(...users.sort((a, b) => (order.get(Number(a.id)) as number) - (order.get(Number(b.id)) as number)));
+        if (found.length < batchSize) break;
+        after = (found[found.length - 1] as { username_key: string }).username_key;
+      }
+      return rows.slice(0, wanted);
     },
 
     /** Throws the driver's unique violation when the username is taken in any letter case. */
@@ -89,6 +158,7 @@ export function createUsersRepository(db: Kysely<Database>) {
         .values({ ...values, username_key: usernameKey(values.username), search_words: userSearchWords(values.username, values.display_name) })
         .returning('id')
         .executeTakeFirstOrThrow();
+      await writeUserWords(db, row.id, values.username, values.display_name);
       return row.id;
     },
 
@@ -99,7 +169,10 @@ export function createUsersRepository(db: Kysely<Database>) {
         .set({ ...values, username_key: usernameKey(values.username), search_words: userSearchWords(values.username, values.display_name) })
         .where('id', '=', id)
         .executeTakeFirst();
-      return result.numUpdatedRows > 0n;
+      if (result.numUpdatedRows === 0n) return false;
+      await db.deleteFrom('user_words').where('user_id', '=', id).execute();
+      await writeUserWords(db, id, values.username, values.display_name);
+      return true;
     },
 
     /** Sets a new password hash and bumps the password version; answers the new version. */
