@@ -16,16 +16,32 @@ export const USER_INDEX_MAX = 2000;
 /** After every word that starts with a prefix in code-point order: U+10FFFF, the last code point, is in no word. */
 const WORD_END = '\u{10FFFF}';
 
-/** How many users have a word starting with `word`, counted up to `USER_INDEX_MAX + 1`. */
-async function countUsersWithWord(db: Kysely<Database>, word: string): Promise<number> {
-  const range = db
+interface WordBatch {
+  rows: { user_id: number; username_key: string }[];
+  /** How many users past the cursor have the word, counted up to `USER_INDEX_MAX + 1`. */
+  total: number;
+}
+
+/**
+ * The first `batchSize` users in username order past `after` with a word starting with `word`, out of its first
+ * `USER_INDEX_MAX + 1` rows of `user_words` (all of them when the word is that rare), and how many those are: one
+ * range of the primary key, sorted, the users' rows unread.
+ */
+async function usersWithWord(db: Kysely<Database>, word: string, after: string | undefined, batchSize: number): Promise<WordBatch> {
+  let range = db
     .selectFrom('user_words')
-    .select('user_words.user_id')
+    .select(['user_words.user_id', 'user_words.username_key'])
     .where('user_words.word', '>=', word)
     .where('user_words.word', '<', word + WORD_END)
     .limit(sql.lit(USER_INDEX_MAX + 1));
-  const row = await db.selectFrom(range.as('found')).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
-  return Number(row.n);
+  if (after !== undefined) range = range.where('user_words.username_key', '>', after);
+  const rows = await db
+    .selectFrom(range.as('found'))
+    .select(['found.user_id', 'found.username_key', sql<number>`count(*) over ()`.as('total')])
+    .orderBy('found.username_key', 'asc')
+    .limit(sql.lit(batchSize))
+    .execute();
+  return { rows, total: rows.length === 0 ? 0 : Number(rows[0]!.total) };
 }
 
 /** Writes a user's rows of `user_words` (their words, search.text.ts), in the transaction that writes the user. */
@@ -93,17 +109,21 @@ export function createUsersRepository(db: Kysely<Database>) {
      * GET /users?q= (CONTRACT §11): the users each of whose `words` (search.query.ts) starts a word of their
      * username or display name, in lower-cased username order, `limit + 1` rows after `after` (a username_key).
      *
-     * Driven by the query word that the fewest users have, if at most `USER_INDEX_MAX` do (a name): its range of
-     * `user_words`, which gives the users' username_key without reading their rows, is ordered by it and read a
-     * batch at a time; only a batch's users are read, each filtered by the other words. When every word is that
+     * Driven by the query word that the fewest users past the cursor have, if at most `USER_INDEX_MAX` do (a name):
+     * its range of `user_words`, which gives the users' username_key without reading their rows, is ordered by it
+     * and read a batch at a time (each word's first batch also counts its users); only a batch's users are read,
+     * each filtered by the other words. When every word is that
      * common, the walk of the username index instead (the old plan), which a common word stops early: at most
      * `limit * users / USER_INDEX_MAX` rows walked on average for words spread over the alphabet. Each path's cost is
      * bounded by one of the two, whichever the words call for; which one is decided here, by counting, not by the
      * planner's estimate (PostgreSQL's generic plans are blind to the words).
      */
     async searchByName(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }): Promise<PublicUserRow[]> {
-      const counts = await Promise.all(words.map((word) => countUsersWithWord(db, word)));
-      const rarest = counts.indexOf(Math.min(...counts));
+      const wanted = options.limit + 1;
+      const batchSize = 2 * wanted;
+      // Each word's first batch, and how many users past the cursor have it (up to USER_INDEX_MAX + 1).
+      const firsts = await Promise.all(words.map((word) => usersWithWord(db, word, options.after, batchSize)));
+      const rarest = firsts.reduce((best, batch, i) => (batch.total < (firsts[best] as WordBatch).total ? i : best), 0);
       const filtered = (others: readonly string[]) => {
         let query = db
           .selectFrom('users')
@@ -115,27 +135,15 @@ export function createUsersRepository(db: Kysely<Database>) {
         if (options.username !== undefined) query = query.where('username_key', '=', usernameKey(options.username));
         return query;
       };
-      if ((counts[rarest] as number) > USER_INDEX_MAX) {
+      if ((firsts[rarest] as WordBatch).total > USER_INDEX_MAX) {
         let walk = filtered(words).orderBy(usernameOrder(db), 'asc').limit(pageLimit(options.limit));
         if (options.after !== undefined) walk = walk.where(usernameOrder(db), '>', options.after);
         return walk.execute();
       }
       const word = words[rarest] as string;
       const others = words.filter((_, i) => i !== rarest);
-      const wanted = options.limit + 1;
-      const batchSize = 2 * wanted;
       const rows: PublicUserRow[] = [];
-      for (let after = options.after; rows.length < wanted; ) {
-        let batch = db
-          .selectFrom('user_words')
-          .select(['user_words.user_id', 'user_words.username_key'])
-          .where('user_words.word', '>=', word)
-          .where('user_words.word', '<', word + WORD_END)
-          .orderBy('user_words.username_key', 'asc')
-          .limit(sql.lit(batchSize));
-        if (after !== undefined) batch = batch.where('user_words.username_key', '>', after);
-        const found = await batch.execute();
-        if (found.length === 0) break;
+      for (let found = (firsts[rarest] as WordBatch).rows; found.length > 0; ) {
         // A user has one row per word of theirs in the range (`ann` finds Ann Annabel twice): adjacent, as the order
         // is the username's.
         const order = new Map<number, number>();
@@ -145,8 +153,8 @@ export function createUsersRepository(db: Kysely<Database>) {
           .where(isPostgres(db) ? sql<SqlBool>`users.id = any(${ids}::bigint[])` : sql<SqlBool>`users.id in (select value from json_each(${JSON.stringify(ids)}))`)
           .execute();
         rows.push(...users.sort((a, b) => (order.get(Number(a.id)) as number) - (order.get(Number(b.id)) as number)));
-        if (found.length < batchSize) break;
-        after = (found[found.length - 1] as { username_key: string }).username_key;
+        if (rows.length >= wanted || found.length < batchSize) break;
+        found = (await usersWithWord(db, word, (found[found.length - 1] as { username_key: string }).username_key, batchSize)).rows;
       }
       return rows.slice(0, wanted);
     },
