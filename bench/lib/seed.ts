@@ -7,7 +7,8 @@ import { openStore } from '../../src/db/open.js';
 import type { Database } from '../../src/db/types.js';
 import { hashToken, newTokenSecret } from '../../src/shared/tokens.js';
 import { tsvectorText } from '../../src/db/search-sql.js';
-import { postIndexWords, userSearchWords, userWords } from '../../src/modules/search/search.text.js';
+import { postIndexWords, userSearchWords } from '../../src/modules/search/search.text.js';
+import { userWordPrefixes } from '../../src/modules/users/users.repository.js';
 import { hashPassword } from '../../src/shared/passwords.js';
 import { count, feedOf, textPool, visibilityOf, type Dataset } from './dataset.js';
 
@@ -187,9 +188,9 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
   })());
   phase('users');
 
-  // The words GET /users?q= finds each user by (users.repository.ts, writeUserWords).
+  // The prefixes of the words GET /users?q= finds each user by (users.repository.ts, writeUserWords).
   rows.user_words = await target.write(TABLES.user_words, (function* () {
-    for (let u = 1; u <= users; u++) for (const word of userWords(`user${u}`, `User ${u}`)) yield [word, `user${u}`, u];
+    for (let u = 1; u <= users; u++) for (const word of userWordPrefixes(`user${u}`, `User ${u}`)) yield [word, `user${u}`, u];
   })());
   phase('user_words');
 

@@ -5,15 +5,26 @@ import { PostgresAdapter, sql, type Kysely } from 'kysely';
 // service writes for new ones.
 //
 // GET /users?q= (CONTRACT §11) walked the username index filtering `users.search_words` with LIKE, which reads every
-// user for a name few users have. `user_words` holds each word of a user's username (split at `_`) and display
-// name once, with the user's username_key: the users with a word starting with `w` are one range of its primary key
-// (`word >= w AND word < w || U+10FFFF`), which also gives their username_key without reading their rows. The
-// foreign key's cascade removes a deleted user's words; `user_words_user` serves that cascade and the rewrite of a
-// user's words on a profile change. PostgreSQL compares both texts in code-point order ("C"), as SQLite does.
+// user for a name few users have. `user_words` holds every prefix (1 to 20 code points) of each word of a user's
+// username (split at `_`) and display name, once, with the user's username_key: the users with a word starting
+// with `w` are `word = w`, one range of the primary key (word, username_key) already in username order, read
+// without reading the users. The foreign key's cascade removes a deleted user's rows; `user_words_user` serves that
+// cascade and the rewrite of a user's rows on a profile change. PostgreSQL compares both texts in code-point order
+// ("C"), as SQLite does.
 
 const WORD = /[\p{L}\p{N}][\p{L}\p{N}\p{M}]*/gu;
 const MAX_WORD = 200;
+const PREFIX_MAX = 20;
 const BATCH = 1000;
+
+function prefixes(words: string[]): string[] {
+  const found = new Set<string>();
+  for (const word of words) {
+    const codePoints = [...word];
+    for (let n = 1; n <= Math.min(codePoints.length, PREFIX_MAX); n++) found.add(codePoints.slice(0, n).join(''));
+  }
+  return [...found];
+}
 
 function wordsOf(text: string): string[] {
   const folded = text.normalize('NFD').replace(/(\p{Script=Latin})\p{M}+/gu, '$1').normalize('NFC').toLowerCase().replace(/ς/g, 'σ');
@@ -38,7 +49,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   for (let after = 0; ; ) {
     const users = await db.selectFrom('users').select(['id', 'username', 'username_key', 'display_name']).where('id', '>', after).orderBy('id').limit(BATCH).execute();
     const rows = users.flatMap((user) =>
-      [...new Set([...wordsOf(user.username), ...wordsOf(user.display_name)])].map((word) => ({ word, username_key: user.username_key, user_id: user.id })),
+      prefixes([...wordsOf(user.username), ...wordsOf(user.display_name)]).map((word) => ({ word, username_key: user.username_key, user_id: user.id })),
     );
     // A few hundred rows a statement: SQLite takes at most 32,766 parameters.
     for (let i = 0; i < rows.length; i += 500) await db.insertInto('user_words').values(rows.slice(i, i + 500)).execute();

@@ -1,54 +1,35 @@
 import { sql, type Kysely, type SqlBool } from 'kysely';
 import type { Database, NewUserRow, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { isPostgres, usernameOrder } from '../../db/search-sql.js';
+import { isPostgres } from '../../db/search-sql.js';
 import { userSearchWords, userWords } from '../search/search.text.js';
 import { USER_COLUMNS, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 export const usernameKey = (username: string) => username.toLowerCase();
 
-/**
- * Users a word found in at most this many users' names drives the search from `user_words` (searchByName): reading
- * that many index entries costs about what walking `limit * users / USER_INDEX_MAX` users does (bench/README.md).
- */
-export const USER_INDEX_MAX = 2000;
-
-/** After every word that starts with a prefix in code-point order: U+10FFFF, the last code point, is in no word. */
-const WORD_END = '\u{10FFFF}';
-
-interface WordBatch {
-  rows: { user_id: number; username_key: string }[];
-  /** How many users past the cursor have the word, counted up to `USER_INDEX_MAX + 1`. */
-  total: number;
-}
+/** After this many code points, a query word is looked up by its start and checked whole by `search_words`. */
+export const USER_PREFIX_MAX = 20;
 
 /**
- * The first `batchSize` users in username order past `after` with a word starting with `word`, out of its first
- * `USER_INDEX_MAX + 1` rows of `user_words` (all of them when the word is that rare), and how many those are: one
- * range of the primary key, sorted, the users' rows unread.
+ * The prefixes (1 to `USER_PREFIX_MAX` code points) of a user's words (search.text.ts), each once: the rows of
+ * `user_words`, so that "a word of theirs starts with w" is `word = w`, one range of the primary key already in
+ * username order.
  */
-async function usersWithWord(db: Kysely<Database>, word: string, after: string | undefined, batchSize: number): Promise<WordBatch> {
-  let range = db
-    .selectFrom('user_words')
-    .select(['user_words.user_id', 'user_words.username_key'])
-    .where('user_words.word', '>=', word)
-    .where('user_words.word', '<', word + WORD_END)
-    .limit(sql.lit(USER_INDEX_MAX + 1));
-  if (after !== undefined) range = range.where('user_words.username_key', '>', after);
-  const rows = await db
-    .selectFrom(range.as('found'))
-    .select(['found.user_id', 'found.username_key', sql<number>`count(*) over ()`.as('total')])
-    .orderBy('found.username_key', 'asc')
-    .limit(sql.lit(batchSize))
-    .execute();
-  return { rows, total: rows.length === 0 ? 0 : Number(rows[0]!.total) };
+export function userWordPrefixes(username: string, displayName: string): string[] {
+  const prefixes = new Set<string>();
+  for (const word of userWords(username, displayName)) {
+    const codePoints = [...word];
+    for (let n = 1; n <= Math.min(codePoints.length, USER_PREFIX_MAX); n++) prefixes.add(codePoints.slice(0, n).join(''));
+  }
+  return [...prefixes];
 }
 
-/** Writes a user's rows of `user_words` (their words, search.text.ts), in the transaction that writes the user. */
+/** Writes a user's rows of `user_words`, in the transaction that writes the user. */
 async function writeUserWords(db: Kysely<Database>, userId: number, username: string, displayName: string): Promise<void> {
   const key = usernameKey(username);
-  const rows = userWords(username, displayName).map((word) => ({ word, username_key: key, user_id: userId }));
-  if (rows.length > 0) await db.insertInto('user_words').values(rows).execute();
+  const rows = userWordPrefixes(username, displayName).map((word) => ({ word, username_key: key, user_id: userId }));
+  // A few hundred rows a statement at most: SQLite takes at most 32,766 parameters.
+  for (let i = 0; i < rows.length; i += 500) await db.insertInto('user_words').values(rows.slice(i, i + 500)).execute();
 }
 
 /**
@@ -109,52 +90,43 @@ export function createUsersRepository(db: Kysely<Database>) {
      * GET /users?q= (CONTRACT §11): the users each of whose `words` (search.query.ts) starts a word of their
      * username or display name, in lower-cased username order, `limit + 1` rows after `after` (a username_key).
      *
-     * Driven by the query word that the fewest users past the cursor have, if at most `USER_INDEX_MAX` do (a name):
-     * its range of `user_words`, which gives the users' username_key without reading their rows, is ordered by it
-     * and read a batch at a time (each word's first batch also counts its users); only a batch's users are read,
-     * each filtered by the other words. When every word is that
-     * common, the walk of the username index instead (the old plan), which a common word stops early: at most
-     * `limit * users / USER_INDEX_MAX` rows walked on average for words spread over the alphabet. Each path's cost is
-     * bounded by one of the two, whichever the words call for; which one is decided here, by counting, not by the
-     * planner's estimate (PostgreSQL's generic plans are blind to the words).
+     * The longest query word drives the page: its rows of `user_words` (`word = w`: the users with a word starting
+     * with `w`) are one range of the primary key in username order, read a batch at a time past the cursor without
+     * reading any user; only a batch's users are read, filtered by the other words (`search_words`). A page costs
+     * its rows, for a name few users have as for a prefix thousands share. Two short words shared by many users but
+     * rarely together read the driving word's range a batch at a time until the page fills.
      */
     async searchByName(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }): Promise<PublicUserRow[]> {
+      const driver = words.reduce((longest, word) => ([...word].length > [...longest].length ? word : longest));
+      const key = [...driver].slice(0, USER_PREFIX_MAX).join('');
+      // The other words, and the driver itself when its lookup was only its start.
+      const others = words.filter((word) => word !== driver || key !== driver);
       const wanted = options.limit + 1;
       const batchSize = 2 * wanted;
-      // Each word's first batch, and how many users past the cursor have it (up to USER_INDEX_MAX + 1).
-      const firsts = await Promise.all(words.map((word) => usersWithWord(db, word, options.after, batchSize)));
-      const rarest = firsts.reduce((best, batch, i) => (batch.total < (firsts[best] as WordBatch).total ? i : best), 0);
-      const filtered = (others: readonly string[]) => {
-        let query = db
+      const rows: PublicUserRow[] = [];
+      for (let after = options.after; rows.length < wanted; ) {
+        let batch = db
+          .selectFrom('user_words')
+          .select(['user_words.user_id', 'user_words.username_key'])
+          .where('user_words.word', '=', key)
+          .orderBy('user_words.username_key', 'asc')
+          .limit(sql.lit(batchSize));
+        if (after !== undefined) batch = batch.where('user_words.username_key', '>', after);
+        const found = await batch.execute();
+        if (found.length === 0) break;
+        const order = new Map(found.map((row, i) => [Number(row.user_id), i]));
+        let users = db
           .selectFrom('users')
           .select(USER_COLUMNS)
           .select(visiblePostCount(viewer))
           // A suspended account is found by admins only (CONTRACT §9); blocks do not hide profiles here (§11).
-          .where(userShownTo(viewer));
-        if (others.length > 0) query = query.where((eb) => eb.and(others.map((word) => eb('users.search_words', 'like', `% ${word}%`))));
-        if (options.username !== undefined) query = query.where('username_key', '=', usernameKey(options.username));
-        return query;
-      };
-      if ((firsts[rarest] as WordBatch).total > USER_INDEX_MAX) {
-        let walk = filtered(words).orderBy(usernameOrder(db), 'asc').limit(pageLimit(options.limit));
-        if (options.after !== undefined) walk = walk.where(usernameOrder(db), '>', options.after);
-        return walk.execute();
-      }
-      const word = words[rarest] as string;
-      const others = words.filter((_, i) => i !== rarest);
-      const rows: PublicUserRow[] = [];
-      for (let found = (firsts[rarest] as WordBatch).rows; found.length > 0; ) {
-        // A user has one row per word of theirs in the range (`ann` finds Ann Annabel twice): adjacent, as the order
-        // is the username's.
-        const order = new Map<number, number>();
-        for (const { user_id } of found) if (!order.has(Number(user_id))) order.set(Number(user_id), order.size);
-        const ids = [...order.keys()];
-        const users = await filtered(others)
-          .where(isPostgres(db) ? sql<SqlBool>`users.id = any(${ids}::bigint[])` : sql<SqlBool>`users.id in (select value from json_each(${JSON.stringify(ids)}))`)
-          .execute();
-        rows.push(...users.sort((a, b) => (order.get(Number(a.id)) as number) - (order.get(Number(b.id)) as number)));
-        if (rows.length >= wanted || found.length < batchSize) break;
-        found = (await usersWithWord(db, word, (found[found.length - 1] as { username_key: string }).username_key, batchSize)).rows;
+          .where(userShownTo(viewer))
+          .where(isPostgres(db) ? sql<SqlBool>`users.id = any(${[...order.keys()]}::bigint[])` : sql<SqlBool>`users.id in (select value from json_each(${JSON.stringify([...order.keys()])}))`);
+        if (others.length > 0) users = users.where((eb) => eb.and(others.map((word) => eb('users.search_words', 'like', `% ${word}%`))));
+        if (options.username !== undefined) users = users.where('username_key', '=', usernameKey(options.username));
+        rows.push(...(await users.execute()).sort((a, b) => (order.get(Number(a.id)) as number) - (order.get(Number(b.id)) as number)));
+        if (found.length < batchSize) break;
+        after = (found[found.length - 1] as { username_key: string }).username_key;
       }
       return rows.slice(0, wanted);
     },
