@@ -26,6 +26,7 @@ import idempotencyPlugin from './plugins/idempotency/index.js';
 import fanoutPlugin from './modules/feed/feed.fanout.js';
 import streamsPlugin from './modules/streams/streams.plugin.js';
 import modules from './modules/index.js';
+import searchMergePlugin from './modules/search/search.merge.js';
 import tracingPlugin from './plugins/tracing.js';
 import { startTracing } from './tracing.js';
 
@@ -187,5 +188,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   // Before the modules: it hooks each creating route as the route is declared.
   await app.register(idempotencyPlugin);
   await app.register(modules);
+  // SQLite: the post search index merged in the background.
+  await app.register(searchMergePlugin);
   return app;
 }

@@ -8,6 +8,7 @@ import type { Database } from '../../src/db/types.js';
 import { hashToken, newTokenSecret } from '../../src/shared/tokens.js';
 import { tsvectorText } from '../../src/db/search-sql.js';
 import { postIndexWords, userSearchWords } from '../../src/modules/search/search.text.js';
+import { userWordPrefixes } from '../../src/modules/users/users.repository.js';
 import { hashPassword } from '../../src/shared/passwords.js';
 import { count, feedOf, textPool, visibilityOf, type Dataset } from './dataset.js';
 
@@ -80,10 +81,11 @@ const TABLES = {
     pgTypes: ['int8', 'int8', 'text', 'text', 'timestamptz', 'timestamptz'],
   },
   settings: { name: 'settings', columns: ['key', 'value'], pgTypes: ['text', 'text'] },
+  user_words: { name: 'user_words', columns: ['word', 'username_key', 'user_id'], pgTypes: ['text', 'text', 'int8'] },
 } satisfies Record<string, TableSpec>;
 
 /** Tables whose secondary indexes are built after the load rather than maintained row by row. */
-const BULK_TABLES = ['follows', 'posts', 'feed_entries', 'boards', 'post_search'];
+const BULK_TABLES = ['follows', 'posts', 'feed_entries', 'boards', 'post_search', 'user_words'];
 
 /**
  * The word of the search scenarios that few posts hold: one post in RARE_EVERY gets it at the end of its content
@@ -120,6 +122,7 @@ export const INVARIANTS: [string, string][] = [
   ['posts.reply_count', 'SELECT count(*) FROM posts WHERE reply_count <> 0 OR recommend_count <> 0'],
   // One search entry per post (the index has no column both engines name alike to join on, so the counts).
   ['post_search', 'SELECT abs((SELECT count(*) FROM posts) - (SELECT count(*) FROM post_search))'],
+  ['user_words', 'SELECT count(*) FROM user_words w JOIN users u ON u.id = w.user_id WHERE w.username_key <> u.username_key'],
 ];
 
 async function verify(target: Target, data: Dataset): Promise<void> {
@@ -184,6 +187,12 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
     }
   })());
   phase('users');
+
+  // The prefixes of the words GET /users?q= finds each user by (users.repository.ts, writeUserWords).
+  rows.user_words = await target.write(TABLES.user_words, (function* () {
+    for (let u = 1; u <= users; u++) for (const word of userWordPrefixes(`user${u}`, `User ${u}`)) yield [word, `user${u}`, u];
+  })());
+  phase('user_words');
 
   const now = Date.now();
   // One token for each of users 1 .. signedIn (token id = user id), minted at password version 0 like the users.

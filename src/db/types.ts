@@ -29,6 +29,7 @@ export interface Database {
   mutes: MutesTable;
   suspensions: SuspensionsTable;
   post_search: PostSearchTable;
+  user_words: UserWordsTable;
 }
 
 export type Role = 'member' | 'admin';
@@ -101,6 +102,17 @@ export interface PostsTable {
 export interface PostSearchTable {
   post_id: number;
   words: string;
+}
+
+/**
+ * One row per word a user is found by (search.text.ts `userWords`), with the user's `username_key`: GET /users?q=
+ * reads the users whose words start with a query word as a range of the primary key, in username order, without
+ * reading their rows (users.repository.ts `searchByName`).
+ */
+export interface UserWordsTable {
+  word: string;
+  username_key: string;
+  user_id: number;
 }
 
 export interface RepliesTable {

@@ -13,6 +13,8 @@ import * as reports from './20261127T1200_reports.js';
 import * as search from './20261127T1300_search.js';
 import * as notifications from './20261127T1400_notifications.js';
 import * as feedBackfill from './20261127T1510_feed_backfill.js';
+import * as userWords from './20261127T1530_user_words.js';
+import * as postSearchMerge from './20261127T1531_post_search_merge.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -33,4 +35,6 @@ export const migrations: Record<string, Migration> = {
   '20261127T1300_search': search,
   '20261127T1400_notifications': notifications,
   '20261127T1510_feed_backfill': feedBackfill,
+  '20261127T1530_user_words': userWords,
+  '20261127T1531_post_search_merge': postSearchMerge,
 };

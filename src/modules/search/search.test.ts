@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
-import { Kysely, Migrator, SqliteDialect, sql } from 'kysely';
+import { Kysely, Migrator, SqliteDialect, sql, type SqlBool } from 'kysely';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../../app.js';
 import { migrations } from '../../db/migrations/index.js';
@@ -348,6 +348,116 @@ describe('GET /users?q=', () => {
   });
 });
 
+describe('GET /users?q= over user_words', () => {
+  const wordsOfUser = async (app: FastifyInstance, userId: number) =>
+    (await app.db.selectFrom('user_words').select(['word', 'username_key']).where('user_id', '=', userId).orderBy('word').execute()).map(
+      (r) => `${r.word}|${r.username_key}`,
+    );
+
+  it('keeps the words of each user with the write: sign-up, profile change, deletion', async () => {
+    const app = await buildTestApp();
+    const user = await signUp(app, { username: 'Ann_Smith', displayName: 'Ann Café' });
+    expect(await wordsOfUser(app, user.id)).toEqual(
+      ['a', 'an', 'ann', 'c', 'ca', 'caf', 'cafe', 's', 'sm', 'smi', 'smit', 'smith'].map((w) => `${w}|ann_smith`),
+    );
+    const res = await call(app, 'PUT', `/users/${user.id}`, { token: user.token, body: { username: 'Rex_9', displayName: 'Rex', bio: '' } });
+    expect(res.statusCode).toBe(200);
+    expect(await wordsOfUser(app, user.id)).toEqual(['9|rex_9', 'r|rex_9', 're|rex_9', 'rex|rex_9']);
+    expect((await call(app, 'DELETE', `/users/${user.id}`, { token: user.token })).statusCode).toBe(200);
+    expect(await wordsOfUser(app, user.id)).toEqual([]);
+    expect(ids(await call(app, 'GET', '/users?q=rex'))).toEqual([]);
+    // A word longer than the prefixes kept: looked up by its first 20 code points, then checked whole.
+    const long = await signUp(app, { username: 'mary_p', displayName: 'Supercalifragilisticexpialidocious' });
+    expect(ids(await call(app, 'GET', '/users?q=SUPERCALIFRAGILISTICEXPIALIDOCIOUS'))).toEqual([long.id]);
+    expect(ids(await call(app, 'GET', '/users?q=supercalifragilisticexpialidociouz'))).toEqual([]);
+    expect(ids(await call(app, 'GET', '/users?q=supercalifragilistic%20mar'))).toEqual([long.id]);
+  });
+
+  it('finds the same users, in the same order and pages, whether a rare word or only common words drive it', async () => {
+    const app = await buildTestApp();
+    // 2,001 users named "common…" (many batches of the index's range), of whom a few are also "rare…"; created in
+    // one transaction, through the repository's own writes, for speed.
+    const { createUsersRepository } = await import('../users/users.repository.js');
+    const COMMON = 2000;
+    const at = new Date().toISOString();
+    const made: { id: number; key: string; rare: boolean }[] = [];
+    await app.store.transaction(async (tx) => {
+      const users = createUsersRepository(tx.db);
+      for (let i = 0; i <= COMMON; i++) {
+        // Usernames in an order unlike the ids' (reversed), so a page in id order would be wrong.
+        const username = `common_${String(COMMON - i).padStart(4, '0')}`;
+        const rare = i % 400 === 7;
+        const id = await users.insert({ username, display_name: rare ? 'Rarely Seen' : 'Often', bio: '', role: 'member', password_hash: 'x', created_at: at, updated_at: at });
+        made.push({ id, key: username, rare });
+      }
+    });
+    const inOrder = (list: typeof made) => [...list].sort((a, b) => (a.key < b.key ? -1 : 1)).map((u) => u.id);
+    const pages = async (q: string, limit: number) => {
+      const found: number[] = [];
+      for (let path: string | undefined = `/users?q=${encodeURIComponent(q)}&limit=${limit}`; path; ) {
+        const res = await call(app, 'GET', path);
+        expect(res.statusCode, q).toBe(200);
+        found.push(...ids(res));
+        path = nextPath(res.headers.link);
+      }
+      return found;
+    };
+    const rare = inOrder(made.filter((u) => u.rare));
+    expect(rare.length).toBe(5);
+    // Driven by the longest word, filtered by the other: a short range, a long one that rarely passes the filter.
+    expect(await pages('rare common', 4)).toEqual(rare);
+    expect(await pages('rar', 2)).toEqual(rare);
+    expect(await pages('seen comm', 100)).toEqual(rare);
+    const all = inOrder(made);
+    expect(await pages('common', 100)).toEqual(all);
+    expect(await pages('comm often', 100)).toEqual(inOrder(made.filter((u) => !u.rare)));
+    // A suspended account: found by admins only, on both paths.
+    const admin = await createAdmin(app);
+    const hidden = made.find((u) => u.rare)!;
+    expect((await call(app, 'PUT', `/users/${hidden.id}/suspension`, { token: admin.token, body: { reason: 'test' } })).statusCode).toBe(200);
+    expect(await pages('rare', 100)).toEqual(rare.filter((id) => id !== hidden.id));
+    expect(ids(await call(app, 'GET', '/users?q=rare&limit=100', { token: admin.token }))).toEqual(rare);
+    expect((await pages('common', 100)).length).toBe(all.length - 1);
+  });
+
+  it('reads the users with a word starting with the query word as one range of user_words, in username order', async () => {
+    const app = await buildTestApp();
+    if (backend !== 'sqlite') return;
+    const plan = await sqlitePlan(
+      app.db,
+      app.db
+        .selectFrom('user_words')
+        .select(['user_id', 'username_key'])
+        .where('word', '=', 'ann')
+        .where('username_key', '>', 'a')
+        .orderBy('username_key')
+        .limit(42),
+    );
+    // The range in username order: no sort, whatever the number of users with such a word.
+    expect(plan).toEqual(['SEARCH user_words USING PRIMARY KEY (word=? AND username_key>?)']);
+    const lookup = await sqlitePlan(app.db, app.db.selectFrom('users').select('id').where(sql<SqlBool>`users.id in (select value from json_each(${'[1,2]'}))`));
+    expect(lookup).toContain('SEARCH users USING INTEGER PRIMARY KEY (rowid=?)');
+  });
+});
+
+describe('the background merge of the post index (SQLite)', () => {
+  it('merges the segments writes leave, in steps, until there is nothing left to merge', async () => {
+    const app = await buildTestApp();
+    if (backend !== 'sqlite') return;
+    const { mergeRound } = await import('./search.merge.js');
+    const owner = await signUp(app);
+    // Each post its own transaction: a segment each.
+    for (let i = 0; i < 12; i++) await publish(app, owner, `steady ${i}`);
+    const segments = async () =>
+      Number((await sql<{ n: number }>`select count(*) as n from post_search_data where id > 10`.execute(app.db)).rows[0]!.n);
+    const before = await segments();
+    expect(await mergeRound(app.store, 1000)).toBeGreaterThan(0);
+    expect(await mergeRound(app.store, 1000)).toBe(0);
+    expect(await segments()).toBeLessThan(before);
+    expect(ids(await search(app, 'steady'))).toHaveLength(12);
+  });
+});
+
 describe('the search migration', () => {
   /** A database at the schema before search, holding a user and two posts written as that version wrote them. */
   async function storeBeforeSearch(): Promise<Store> {
@@ -392,6 +502,10 @@ describe('the search migration', () => {
     const found = (await call(app, 'GET', '/posts?q=creme')).json();
     expect(found.map((p: { title: string }) => p.title)).toEqual(['Crème brûlée']);
     expect((await call(app, 'GET', '/users?q=zoe%20old')).json().map((u: { username: string }) => u.username)).toEqual(['Old_Timer']);
+    // The user_words migration wrote the user's words as the service writes them.
+    expect((await store.db.selectFrom('user_words').select(['word', 'username_key']).orderBy('word').execute()).map((r) => `${r.word}|${r.username_key}`)).toEqual(
+      ['o', 'ol', 'old', 't', 'ti', 'tim', 'time', 'timer', 'z', 'zo', 'zoe'].map((w) => `${w}|old_timer`),
+    );
   });
 });
 

@@ -62,11 +62,20 @@ export function postIndexWords(title: string, content: string): string[] {
 }
 
 /**
- * What a user is found by (GET /users?q=): the parts of the username split at `_`, then the words of the display
- * name, space-separated with a leading space, so that "a word starts with w" is `LIKE '% w%'`.
+ * The words a user is found by (GET /users?q=): the parts of the username split at `_`, then the words of the
+ * display name, each once.
+ */
+export function userWords(username: string, displayName: string): string[] {
+  // `_` is not a letter or digit, so the username splits at it like any text.
+  return [...new Set([...wordsOf(username), ...wordsOf(displayName)])];
+}
+
+/**
+ * The same words as `users.search_words` holds them: space-separated with a leading space, so that "a word starts
+ * with w" is `LIKE '% w%'` (the filter of a user search; the `user_words` index drives it, see users.repository.ts).
  */
 export function userSearchWords(username: string, displayName: string): string {
-  // `_` is not a letter or digit, so the username splits at it like any text.
-  const words = [...wordsOf(username), ...wordsOf(displayName)];
-  return words.map((word) => ` ${word}`).join('');
+  return userWords(username, displayName)
+    .map((word) => ` ${word}`)
+    .join('');
 }

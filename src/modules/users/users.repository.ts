@@ -1,11 +1,36 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type SqlBool } from 'kysely';
 import type { Database, NewUserRow, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { usernameOrder } from '../../db/search-sql.js';
-import { userSearchWords } from '../search/search.text.js';
+import { isPostgres } from '../../db/search-sql.js';
+import { userSearchWords, userWords } from '../search/search.text.js';
 import { USER_COLUMNS, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 export const usernameKey = (username: string) => username.toLowerCase();
+
+/** After this many code points, a query word is looked up by its start and checked whole by `search_words`. */
+export const USER_PREFIX_MAX = 20;
+
+/**
+ * The prefixes (1 to `USER_PREFIX_MAX` code points) of a user's words (search.text.ts), each once: the rows of
+ * `user_words`, so that "a word of theirs starts with w" is `word = w`, one range of the primary key already in
+ * username order.
+ */
+export function userWordPrefixes(username: string, displayName: string): string[] {
+  const prefixes = new Set<string>();
+  for (const word of userWords(username, displayName)) {
+    const codePoints = [...word];
+    for (let n = 1; n <= Math.min(codePoints.length, USER_PREFIX_MAX); n++) prefixes.add(codePoints.slice(0, n).join(''));
+  }
+  return [...prefixes];
+}
+
+/** Writes a user's rows of `user_words`, in the transaction that writes the user. */
+async function writeUserWords(db: Kysely<Database>, userId: number, username: string, displayName: string): Promise<void> {
+  const key = usernameKey(username);
+  const rows = userWordPrefixes(username, displayName).map((word) => ({ word, username_key: key, user_id: userId }));
+  // A few hundred rows a statement at most: SQLite takes at most 32,766 parameters.
+  for (let i = 0; i < rows.length; i += 500) await db.insertInto('user_words').values(rows.slice(i, i + 500)).execute();
+}
 
 /**
  * User rows. Reads answer `PublicUserRow` (no password hash; `post_count` as the viewer may see it). Pass a
@@ -63,23 +88,47 @@ export function createUsersRepository(db: Kysely<Database>) {
 
     /**
      * GET /users?q= (CONTRACT §11): the users each of whose `words` (search.query.ts) starts a word of their
-     * username or display name (`search_words`, search.text.ts), in lower-cased username order, `limit + 1` rows
-     * after `after` (keyset over the unique username index). The walk stops at the page's end, so a word many
-     * users share costs little; one that few share walks further.
+     * username or display name, in lower-cased username order, `limit + 1` rows after `after` (a username_key).
+     *
+     * The longest query word drives the page: its rows of `user_words` (`word = w`: the users with a word starting
+     * with `w`) are one range of the primary key in username order, read a batch at a time past the cursor without
+     * reading any user; only a batch's users are read, filtered by the other words (`search_words`). A page costs
+     * its rows, for a name few users have as for a prefix thousands share. Two short words shared by many users but
+     * rarely together read the driving word's range a batch at a time until the page fills.
      */
-    searchByName(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }): Promise<PublicUserRow[]> {
-      let query = db
-        .selectFrom('users')
-        .select(USER_COLUMNS)
-        .select(visiblePostCount(viewer))
-        // A suspended account is found by admins only (CONTRACT §9); blocks do not hide profiles here (§11).
-        .where(userShownTo(viewer))
-        .where((eb) => eb.and(words.map((word) => eb('users.search_words', 'like', `% ${word}%`))))
-        .orderBy(usernameOrder(db), 'asc')
-        .limit(pageLimit(options.limit));
-      if (options.after !== undefined) query = query.where(usernameOrder(db), '>', options.after);
-      if (options.username !== undefined) query = query.where('username_key', '=', usernameKey(options.username));
-      return query.execute();
+    async searchByName(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }): Promise<PublicUserRow[]> {
+      const driver = words.reduce((longest, word) => ([...word].length > [...longest].length ? word : longest));
+      const key = [...driver].slice(0, USER_PREFIX_MAX).join('');
+      // The other words, and the driver itself when its lookup was only its start.
+      const others = words.filter((word) => word !== driver || key !== driver);
+      const wanted = options.limit + 1;
+      const batchSize = 2 * wanted;
+      const rows: PublicUserRow[] = [];
+      for (let after = options.after; rows.length < wanted; ) {
+        let batch = db
+          .selectFrom('user_words')
+          .select(['user_words.user_id', 'user_words.username_key'])
+          .where('user_words.word', '=', key)
+          .orderBy('user_words.username_key', 'asc')
+          .limit(sql.lit(batchSize));
+        if (after !== undefined) batch = batch.where('user_words.username_key', '>', after);
+        const found = await batch.execute();
+        if (found.length === 0) break;
+        const order = new Map(found.map((row, i) => [Number(row.user_id), i]));
+        let users = db
+          .selectFrom('users')
+          .select(USER_COLUMNS)
+          .select(visiblePostCount(viewer))
+          // A suspended account is found by admins only (CONTRACT §9); blocks do not hide profiles here (§11).
+          .where(userShownTo(viewer))
+          .where(isPostgres(db) ? sql<SqlBool>`users.id = any(${[...order.keys()]}::bigint[])` : sql<SqlBool>`users.id in (select value from json_each(${JSON.stringify([...order.keys()])}))`);
+        if (others.length > 0) users = users.where((eb) => eb.and(others.map((word) => eb('users.search_words', 'like', `% ${word}%`))));
+        if (options.username !== undefined) users = users.where('username_key', '=', usernameKey(options.username));
+        rows.push(...(await users.execute()).sort((a, b) => (order.get(Number(a.id)) as number) - (order.get(Number(b.id)) as number)));
+        if (found.length < batchSize) break;
+        after = (found[found.length - 1] as { username_key: string }).username_key;
+      }
+      return rows.slice(0, wanted);
     },
 
     /** Throws the driver's unique violation when the username is taken in any letter case. */
@@ -89,6 +138,7 @@ export function createUsersRepository(db: Kysely<Database>) {
         .values({ ...values, username_key: usernameKey(values.username), search_words: userSearchWords(values.username, values.display_name) })
         .returning('id')
         .executeTakeFirstOrThrow();
+      await writeUserWords(db, row.id, values.username, values.display_name);
       return row.id;
     },
 
@@ -99,7 +149,10 @@ export function createUsersRepository(db: Kysely<Database>) {
         .set({ ...values, username_key: usernameKey(values.username), search_words: userSearchWords(values.username, values.display_name) })
         .where('id', '=', id)
         .executeTakeFirst();
-      return result.numUpdatedRows > 0n;
+      if (result.numUpdatedRows === 0n) return false;
+      await db.deleteFrom('user_words').where('user_id', '=', id).execute();
+      await writeUserWords(db, id, values.username, values.display_name);
+      return true;
     },
 
     /** Sets a new password hash and bumps the password version; answers the new version. */
