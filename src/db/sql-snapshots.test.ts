@@ -114,7 +114,7 @@ beforeAll(async () => {
     const followers = createFollowersRepository(db);
     await followers.insert(ids.alice, ids.bob, NOW);
     await followers.adjustCounts(ids.alice, ids.bob, 1);
-    await followers.addPostsToFeed(ids.alice, ids.bob);
+    await followers.queueBackfill(ids.alice, ids.bob);
     await createBlocksRepository(db).insert(ids.bob, ids.carol, NOW);
     const token = await createTokensRepository(db).insert({ userId: ids.alice, tokenHash: 'hash', passwordVersion: 1, createdAt: NOW, expiresAt: LATER });
     ids.token = token.id;
@@ -185,7 +185,7 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['insert', () => undone((db) => createFollowersRepository(db).insert(ids.carol, ids.alice, NOW))],
       ['remove', () => undone((db) => createFollowersRepository(db).remove(ids.alice, ids.bob))],
       ['adjustCounts', () => undone((db) => createFollowersRepository(db).adjustCounts(ids.alice, ids.bob, -1))],
-      ['addPostsToFeed', () => undone((db) => createFollowersRepository(db).addPostsToFeed(ids.alice, ids.carol))],
+      ['queueBackfill', () => undone((db) => createFollowersRepository(db).queueBackfill(ids.alice, ids.carol))],
       ['removePostsFromFeed', () => undone((db) => createFollowersRepository(db).removePostsFromFeed(ids.alice, ids.bob))],
     ]);
     await expect(text).toMatchFileSnapshot(snapshot('followers'));
