@@ -324,6 +324,7 @@ export function scenarios(ctx: ScenarioContext): Scenario[] {
       versus: insert,
     },
     ...fanoutScenarios(ctx, insert),
+    ...safetyScenarios(ctx, createPost),
   ];
 }
 
@@ -366,6 +367,79 @@ function fanoutTargets(): TargetSpec[] {
 }
 
 /**
+ * CONTRACT §9 and §10 (issues 42, 43), on the users and posts of `tokens.safety` (seed.ts). Mentions and the reply
+ * against the same create without them (≤ 1.3 × the cost: ratio ≥ 0.77); the feed of a user with 1,000 blocks and
+ * 1,000 mutes against the feed user's (the same 1,000 followees and entries); the notifications' first page at
+ * 100,000 against GET /posts' first page; the marker, whose server time per request is the figure (CPU µs/req on
+ * SQLite, where the query runs in the process).
+ */
+function safetyScenarios(ctx: ScenarioContext, createPost: RequestSpec): Scenario[] {
+  const safety = ctx.tokens.safety;
+  if (!safety) return [];
+  const post = JSON.parse(BODY) as { title: string; content: string; visibility: string };
+  // The create-post text with every other word of its start replaced by a mention: 20 names, about as long.
+  const words = post.content.split(' ');
+  safety.mentioned.forEach((name, i) => (words[2 * i] = `@${name}`));
+  const mentionsBody = JSON.stringify({ ...post, content: words.join(' ') });
+  const reply = 'Thanks for the notice, I will bring bread and paint to the corner by the library on the weekend.';
+  const replyTo: RequestSpec = {
+    method: 'POST',
+    path: `/posts/${safety.replyPost}/replies`,
+    headers: { ...JSON_BODY, ...bearer(ctx.tokens.reader) },
+    body: JSON.stringify({ content: reply }),
+  };
+  return [
+    {
+      key: 'create-post-mentions',
+      title: 'POST /users/{id}/posts naming 20 users (the create-post text, 20 words made mentions)',
+      target: 'corkboard',
+      spec: { ...createPost, body: mentionsBody },
+      expect: { status: 201 },
+      versus: 'create-post',
+    },
+    {
+      key: 'create-reply',
+      title: 'POST /posts/{id}/replies (its owner gets a reply notification)',
+      target: 'corkboard',
+      spec: replyTo,
+      expect: { status: 201 },
+    },
+    {
+      key: 'create-reply-mention',
+      title: 'POST /posts/{id}/replies mentioning the post’s owner (still one notification)',
+      target: 'corkboard',
+      spec: { ...replyTo, body: JSON.stringify({ content: `@${safety.replyPostOwner} ${reply}` }) },
+      expect: { status: 201 },
+      versus: 'create-reply',
+    },
+    {
+      key: 'feed-blocks',
+      title: `GET /users/{id}/feed, following the feed user's 1,000 users, with 1,000 blocks and 1,000 mutes`,
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/users/${safety.blocksFeedUser}/feed`, headers: bearer(safety.blocksFeedToken) },
+      expect: { status: 200, items: 20 },
+      versus: 'feed',
+    },
+    {
+      key: 'notifications-first',
+      title: 'GET /users/{id}/notifications, first page, of a user with 100,000 notifications',
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/users/${safety.notifiedUser}/notifications`, headers: bearer(safety.notifiedToken) },
+      expect: { status: 200, items: 20 },
+      versus: 'list-posts-first',
+    },
+    {
+      key: 'notifications-marker',
+      title: 'GET /users/{id}/notifications/marker at 100,000 unread (unreadCount stops at 1,000)',
+      target: 'corkboard',
+      spec: { method: 'GET', path: `/users/${safety.notifiedUser}/notifications/marker`, headers: bearer(safety.notifiedToken) },
+      expect: { status: 200 },
+      versus: 'get-post',
+    },
+  ];
+}
+
+/**
  * The issues' targets for a backend (issue 21: reads and creates against the bare driver, pages, feed; issue 26:
  * many authors, growth); each is a ratio of two scenarios' req/s from the same run, paired by round.
  */
@@ -399,6 +473,12 @@ export function targets(backend: Backend, growthPosts?: number, posts?: number):
     { title: 'POST with a new Idempotency-Key ≥ 0.80 × the same POST without', scenario: 'create-post-key', baseline: 'create-post', min: 0.8 },
     { title: 'A replayed POST ≥ 1.5 × the create', scenario: 'create-post-replay', baseline: 'create-post', min: 1.5 },
     ...fanoutTargets(),
+  );
+  list.push(
+    { title: 'POST /users/{id}/posts naming 20 users ≥ 0.77 × the same create without (≤ 1.3 × its cost)', scenario: 'create-post-mentions', baseline: 'create-post', min: 0.77 },
+    { title: 'A reply mentioning the post’s owner ≥ 0.77 × the same reply without (≤ 1.3 × its cost)', scenario: 'create-reply-mention', baseline: 'create-reply', min: 0.77 },
+    { title: 'Feed with 1,000 blocks and 1,000 mutes ≥ 0.80 × the same feed without', scenario: 'feed-blocks', baseline: 'feed', min: 0.8 },
+    { title: 'Notifications first page (100,000) ≥ 0.80 × GET /posts first page', scenario: 'notifications-first', baseline: 'list-posts-first', min: 0.8, unlikeResponses: true },
   );
   if (growthPosts !== undefined && posts !== undefined) {
     const small = sizeLabel(growthPosts);

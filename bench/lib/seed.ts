@@ -29,7 +29,33 @@ export interface Tokens {
   reader: string;
   /** The bearer token of user u is `signedIn[u - 1]`, for u in 1 .. dataset.options.signedIn. */
   signedIn: string[];
+  /** The users and posts of the safety and notifications scenarios (see `seedSafety`). */
+  safety?: SafetyFixtures;
 }
+
+/**
+ * CONTRACT §9 and §10 scenarios (issues 42, 43), seeded beside the dataset without changing it:
+ * - `blocksFeedUser` follows exactly the feed user's 1,000 users (the same feed entries) and has 1,000 blocks and
+ *   1,000 mutes of users they do not follow, so their feed reads the same rows as the feed user's with every check
+ *   of rule 3 and 4 (shared/visibility.ts) on;
+ * - `notifiedUser` has NOTIFIED_COUNT notifications (follows, recommends and mentions of public posts) and no marker;
+ * - `mentioned`: the usernames create-post-mentions names (existing ordinary users, nobody blocks anybody);
+ * - `replyPost`: a public post the reader (who replies) does not own, and its owner's username.
+ */
+export interface SafetyFixtures {
+  blocksFeedUser: number;
+  blocksFeedToken: string;
+  notifiedUser: number;
+  notifiedToken: string;
+  mentioned: string[];
+  replyPost: number;
+  replyPostOwner: string;
+}
+
+/** The notifications of the notified user: what issue 43 measures the first page and the unread count at. */
+export const NOTIFIED_COUNT = 100_000;
+/** Blocks and mutes of the blocks-feed user (issue 42). */
+export const SAFETY_RELATIONS = 1_000;
 
 export interface SeedResult {
   seconds: number;
@@ -82,6 +108,13 @@ const TABLES = {
   },
   settings: { name: 'settings', columns: ['key', 'value'], pgTypes: ['text', 'text'] },
   user_words: { name: 'user_words', columns: ['word', 'username_key', 'user_id'], pgTypes: ['text', 'text', 'int8'] },
+  blocks: { name: 'blocks', columns: ['blocker_id', 'blocked_id', 'created_at'], pgTypes: ['int8', 'int8', 'timestamptz'] },
+  mutes: { name: 'mutes', columns: ['muter_id', 'muted_id', 'created_at'], pgTypes: ['int8', 'int8', 'timestamptz'] },
+  notifications: {
+    name: 'notifications',
+    columns: ['recipient_id', 'actor_id', 'type', 'post_id', 'created_at'],
+    pgTypes: ['int8', 'int8', 'text', 'int8', 'timestamptz'],
+  },
 } satisfies Record<string, TableSpec>;
 
 /** Tables whose secondary indexes are built after the load rather than maintained row by row. */
@@ -125,14 +158,15 @@ export const INVARIANTS: [string, string][] = [
   ['user_words', 'SELECT count(*) FROM user_words w JOIN users u ON u.id = w.user_id WHERE w.username_key <> u.username_key'],
 ];
 
-async function verify(target: Target, data: Dataset): Promise<void> {
+async function verify(target: Target, data: Dataset, extraFeedEntries: number): Promise<void> {
   const failures: string[] = [];
   for (const [name, text] of INVARIANTS) {
     const n = await target.scalar(text);
     if (n !== 0) failures.push(`${name}: ${n} rows disagree`);
   }
   const entries = await target.scalar('SELECT count(*) FROM feed_entries');
-  if (entries !== data.feedEntryCount) failures.push(`feed_entries: ${entries} rows, expected ${data.feedEntryCount}`);
+  const expected = data.feedEntryCount + extraFeedEntries;
+  if (entries !== expected) failures.push(`feed_entries: ${entries} rows, expected ${expected}`);
   if ((await target.tableExists('fanout_queue')) && (await target.scalar('SELECT count(*) FROM fanout_queue')) !== 0) {
     failures.push('fanout_queue is not empty');
   }
@@ -257,18 +291,90 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
 
   await target.run(dropped);
   phase('indexes');
+  const safety = await seedSafety(data, target, passwordHash);
+  tokens.safety = safety.fixtures;
+  phase('safety');
   // The feed entries above are what the fan-out worker would have written, so nothing is left queued for it (on
   // SQLite the queueing trigger fired for every post; PostgreSQL's bulk load ran with triggers off).
   if (await target.tableExists('fanout_queue')) await target.run(['DELETE FROM fanout_queue']);
   await target.finish();
   phase('finish');
   try {
-    await verify(target, data);
+    await verify(target, data, safety.feedEntries);
   } finally {
     await target.close();
   }
   phase('verify');
   return { seconds: Math.round(performance.now() - started) / 1000, phases, rows, tokens, cursorSecret };
+}
+
+/**
+ * The rows of SafetyFixtures, written after the dataset's (indexes built) with the API's invariants kept: the new
+ * users' follows counted on their followees, blocks counted on both sides (`users.block_count`), mutes on the
+ * muter (`users.mute_count`). Two users past the dataset's, so no other scenario's user changes.
+ */
+async function seedSafety(data: Dataset, target: Target, passwordHash: string): Promise<{ fixtures: SafetyFixtures; feedEntries: number }> {
+  const { users, posts } = data.options;
+  const blocksFeedUser = users + 1;
+  const notifiedUser = users + 2;
+  const at = iso(USERS_AT);
+  const secrets = [newTokenSecret(), newTokenSecret()];
+  await target.write(TABLES.users, [blocksFeedUser, notifiedUser].map((u) =>
+    [u, `user${u}`, `user${u}`, `User ${u}`, '', 'member', passwordHash, 0, 0, 0, 0, 0, 0, userSearchWords(`user${u}`, `User ${u}`), at, at]));
+  const now = Date.now();
+  const firstToken = Math.max(data.options.signedIn, data.reader) + 1;
+  await target.write(TABLES.tokens, secrets.map((secret, i) =>
+    [firstToken + i, blocksFeedUser + i, hashToken(secret), 0, iso(now), iso(now + 7 * 24 * 3600 * 1000)]));
+
+  // The feed user's follows and feed entries, copied.
+  const followees = data.followees.subarray(data.followOffsets[data.feedUser] as number, data.followOffsets[data.feedUser + 1] as number);
+  await target.write(TABLES.follows, Array.from(followees, (v) => [blocksFeedUser, v, iso(FOLLOWS_AT)]));
+  const feed = feedOf(data, data.feedUser);
+  await target.write(TABLES.feed_entries, Array.from(feed, (p) => [blocksFeedUser, p, data.postOwner[p]]));
+
+  // Blocks and mutes of users from the top of the id range down, none of them followed (the feed stays the same).
+  const followed = new Set(followees);
+  const others: number[] = [];
+  for (let u = users; u > 1_010 && others.length < 2 * SAFETY_RELATIONS; u--) if (!followed.has(u)) others.push(u);
+  const blocked = others.slice(0, SAFETY_RELATIONS);
+  const muted = others.slice(SAFETY_RELATIONS);
+  await target.write(TABLES.blocks, blocked.map((u) => [blocksFeedUser, u, at]));
+  await target.write(TABLES.mutes, muted.map((u) => [blocksFeedUser, u, at]));
+
+  await target.run([
+    `UPDATE users SET follower_count = follower_count + 1 WHERE id IN (SELECT followee_id FROM follows WHERE follower_id = ${blocksFeedUser})`,
+    `UPDATE users SET following_count = ${followees.length}, block_count = ${blocked.length}, mute_count = ${muted.length} WHERE id = ${blocksFeedUser}`,
+    `UPDATE users SET block_count = block_count + 1 WHERE id IN (SELECT blocked_id FROM blocks WHERE blocker_id = ${blocksFeedUser})`,
+  ]);
+
+  // Notifications, oldest first: a follow, a recommend and a mention in turn, from actors spread over the users,
+  // about public posts (the read checks each post's visibility).
+  const publicPost = (k: number) => {
+    const p = 1 + ((k * 7919) % posts);
+    return p % 10 === 0 ? p - 1 || 1 : p;
+  };
+  const types = ['follow', 'recommend', 'mention'] as const;
+  await target.write(TABLES.notifications, (function* () {
+    for (let k = 0; k < NOTIFIED_COUNT; k++) {
+      const type = types[k % 3] as (typeof types)[number];
+      yield [notifiedUser, 5 + ((k * 104_729) % (users - 5)), type, type === 'follow' ? null : publicPost(k), iso(POSTS_AT + k * 1000)];
+    }
+  })());
+
+  // Ordinary users (past the many authors) with usernames, and a public post someone other than the reader owns.
+  const mentioned = Array.from({ length: 20 }, (_, i) => `user${Math.min(1_011, users - 40) + i}`);
+  let replyPost = 3;
+  while (visibilityOf(replyPost) !== 'public' || data.postOwner[replyPost] === data.reader) replyPost++;
+  const fixtures: SafetyFixtures = {
+    blocksFeedUser,
+    blocksFeedToken: secrets[0] as string,
+    notifiedUser,
+    notifiedToken: secrets[1] as string,
+    mentioned,
+    replyPost,
+    replyPostOwner: `user${data.postOwner[replyPost]}`,
+  };
+  return { fixtures, feedEntries: feed.length };
 }
 
 /** Creates (or replaces) the SQLite database `file` and fills it. */

@@ -80,7 +80,10 @@ const blocked = (eb: AnyBuilder, viewerId: number, user: UserRef) =>
     eb.exists(eb.selectFrom('blocks').select('blocks.id').where('blocks.blocked_id', '=', viewerId).whereRef('blocks.blocker_id', '=', sql.ref(user))),
   ]);
 
-const notBlocked = (eb: AnyBuilder, viewerId: number, user: UserRef) =>
+/** A viewer's id: a number, or a column when one query judges many viewers (`mayBeTold`). */
+type ViewerId = number | Expression<number>;
+
+const notBlocked = (eb: AnyBuilder, viewerId: ViewerId, user: UserRef) =>
   eb.and([
     eb.not(eb.exists(eb.selectFrom('blocks').select('blocks.id').where('blocks.blocker_id', '=', viewerId).whereRef('blocks.blocked_id', '=', sql.ref(user)))),
     eb.not(eb.exists(eb.selectFrom('blocks').select('blocks.id').where('blocks.blocked_id', '=', viewerId).whereRef('blocks.blocker_id', '=', sql.ref(user)))),
@@ -106,13 +109,18 @@ function authorShown(eb: AnyBuilder, viewer: Viewer, user: UserRef, listing: boo
 function postRule(eb: ExpressionBuilder<Database, 'posts'>, viewer: Viewer): Expression<SqlBool> | undefined {
   if (!viewer) return eb('posts.visibility', '=', 'public');
   if (viewer.role === 'admin') return undefined;
+  return memberPostRule(eb, viewer.id);
+}
+
+/** Rule 1 for a member (not an admin) whose id is `viewerId`. */
+function memberPostRule(eb: ExpressionBuilder<Database, 'posts'>, viewerId: ViewerId): Expression<SqlBool> {
   return eb.or([
     eb('posts.visibility', '=', 'public'),
-    eb('posts.owner_id', '=', viewer.id),
+    eb('posts.owner_id', '=', viewerId),
     eb.and([
       eb('posts.visibility', '=', 'followers'),
       eb.exists(
-        eb.selectFrom('follows').select('follows.follower_id').whereRef('follows.followee_id', '=', 'posts.owner_id').where('follows.follower_id', '=', viewer.id),
+        eb.selectFrom('follows').select('follows.follower_id').whereRef('follows.followee_id', '=', 'posts.owner_id').where('follows.follower_id', '=', viewerId),
       ),
     ]),
   ]);
@@ -168,10 +176,42 @@ export function accountShownTo(viewer: Viewer, user: UserRef) {
   return (eb: AnyBuilder): Expression<SqlBool> => (viewer?.role === 'admin' ? TRUE : notSuspended(eb, user));
 }
 
-/** Rule 6 over a notification's actor, for its recipient. */
-export function actorHeardBy(recipientId: number) {
+/** Rule 6 over a notification's actor, for its recipient (`hasBlocks` false, as on Viewer: no block to check). */
+export function actorHeardBy(recipient: { id: number; hasBlocks?: boolean }) {
   return (eb: AnyBuilder): Expression<SqlBool> =>
-    eb.and([notSuspended(eb, 'notifications.actor_id'), notBlocked(eb, recipientId, 'notifications.actor_id')]);
+    recipient.hasBlocks === false
+      ? notSuspended(eb, 'notifications.actor_id')
+      : eb.and([notSuspended(eb, 'notifications.actor_id'), notBlocked(eb, recipient.id, 'notifications.actor_id')]);
+}
+
+/**
+ * Rules 1–3 and 6 for one post and many would-be recipients at once: over `users` rows joined with the post, whether
+ * each user may see the post (admins see every post, `visibleTo`) and hears of `actorId` (no block either way, and
+ * not muting them; admins included). A user's counters (`block_count`, `mute_count`) skip the probes for the many
+ * who are in no block and mute nobody. Notifications (§10) judge all the users a post or reply mentions in one
+ * statement with it.
+ */
+export function mayBeTold(actorId: number) {
+  return (eb: ExpressionBuilder<Database, 'posts' | 'users'>): Expression<SqlBool> => {
+    const any = eb as unknown as AnyBuilder;
+    const user = sql.ref<number>('users.id');
+    const sees = eb.or([
+      eb('users.role', '=', 'admin'),
+      eb.and([
+        notSuspended(any, 'posts.owner_id'),
+        memberPostRule(eb as unknown as ExpressionBuilder<Database, 'posts'>, user),
+        eb.or([eb('users.block_count', '=', 0), notBlocked(any, user, 'posts.owner_id')]),
+      ]),
+    ]);
+    const hears = eb.and([
+      eb.or([eb('users.block_count', '=', 0), notBlocked(any, actorId, 'users.id')]),
+      eb.or([
+        eb('users.mute_count', '=', 0),
+        eb.not(eb.exists(eb.selectFrom('mutes').select('mutes.id').whereRef('mutes.muter_id', '=', 'users.id').where('mutes.muted_id', '=', actorId))),
+      ]),
+    ]);
+    return eb.and([hears, sees]);
+  };
 }
 
 /** What a stream needs to know about one viewer and a post's owner to judge an event in memory. */
@@ -228,25 +268,27 @@ export const countsDiffer = (viewer: Viewer): viewer is NonNullable<Viewer> => !
  */
 export async function withVisibleCounts<Row extends PostRow>(db: Kysely<Database>, viewer: Viewer, rows: Row[]): Promise<Row[]> {
   if (!countsDiffer(viewer) || rows.length === 0) return rows;
-  const ids = rows.map((row) => row.id);
+  // Posts whose stored counters are zero have nothing to take away: a page of them (most pages) costs no read.
+  const replied = rows.filter((row) => row.reply_count > 0).map((row) => row.id);
+  const recommended = rows.filter((row) => row.recommend_count > 0).map((row) => row.id);
   const parties = (eb: AnyBuilder) =>
     eb
       .selectFrom('blocks')
       .select('blocks.blocked_id as user_id')
       .where('blocks.blocker_id', '=', viewer.id)
       .unionAll(eb.selectFrom('blocks').select('blocks.blocker_id as user_id').where('blocks.blocked_id', '=', viewer.id));
-  const hiddenReplies = await db
+  const hiddenReplies = replied.length === 0 ? [] : await db
     .selectFrom('replies')
     .select(['replies.post_id', (eb) => eb.fn.countAll<number>().as('n')])
-    .where('replies.post_id', 'in', ids)
+    .where('replies.post_id', 'in', replied)
     .where((eb) => eb('replies.author_id', 'in', parties(eb as unknown as AnyBuilder)))
     .where((eb) => notSuspended(eb as unknown as AnyBuilder, 'replies.author_id'))
     .groupBy('replies.post_id')
     .execute();
-  const hiddenRecommends = await db
+  const hiddenRecommends = recommended.length === 0 ? [] : await db
     .selectFrom('recommends')
     .select(['recommends.post_id', (eb) => eb.fn.countAll<number>().as('n')])
-    .where('recommends.post_id', 'in', ids)
+    .where('recommends.post_id', 'in', recommended)
     .where((eb) => eb('recommends.user_id', 'in', parties(eb as unknown as AnyBuilder)))
     .where((eb) => notSuspended(eb as unknown as AnyBuilder, 'recommends.user_id'))
     .groupBy('recommends.post_id')

@@ -59,7 +59,7 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   /** The recipient named by the path, for a caller who may read their notifications: self or admin. */
   async function recipientFor(caller: Caller, userId: number, what: string): Promise<Recipient> {
-    if (caller.id === userId) return caller; // a valid token proves its user exists
+    if (caller.id === userId) return { id: caller.id, role: caller.role, hasBlocks: caller.hasBlocks }; // a valid token proves its user exists
     const user = await users.findById(userId, caller);
     if (!user) throw AppError.notFound('user');
     if (caller.role !== 'admin') throw AppError.forbidden(`Only the user or an admin may read a user's ${what}`);
@@ -94,7 +94,11 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const userId = toId(request.params.user_id);
       const types = parseTypes(request.query.types);
       const recipient = await recipientFor(caller, userId, 'notifications');
-      if (negotiateStream(request, reply)) return openNotificationStream(app, streams, request, reply, { recipient, caller, types });
+      if (negotiateStream(request, reply)) {
+        // A stream outlives the lookup that says whether the recipient is in a block: it always checks.
+        const judged = { id: recipient.id, role: recipient.role };
+        return openNotificationStream(app, streams, request, reply, { recipient: judged, caller, types });
+      }
       const rows = await keysetPage(request, reply, `notifications|${userId}`, request.query, (page) => notifications.page(recipient, { ...page, types }));
       return rows.map((row) => toNotification(row, app.links));
     },

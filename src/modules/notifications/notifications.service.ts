@@ -1,9 +1,9 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Tx } from '../../db/store.js';
 import type { Database, NotificationType, PostRow, ReplyRow } from '../../db/types.js';
-import { visibleTo } from '../../shared/visibility.js';
+import { mayBeTold } from '../../shared/visibility.js';
 import { usernameKey } from '../users/users.repository.js';
-import { createNotificationsRepository, type Recipient } from './notifications.repository.js';
+import { createNotificationsRepository } from './notifications.repository.js';
 
 // Notifications are written inside the transaction of the write that causes them (CONTRACT §10): the services of
 // follows, replies, recommends and posts call these with their `tx`, so a write that rolls back leaves none.
@@ -39,33 +39,32 @@ export function mentionedNames(...texts: string[]): string[] {
   return [...names];
 }
 
-/** The users the first MAX_MENTIONS names that name users name, in that order: one statement for all the names. */
-async function mentionedUsers(db: Kysely<Database>, names: readonly string[]): Promise<Recipient[]> {
+/** The ids of the users the first MAX_MENTIONS names that name users name, in that order: one statement for all the names. */
+async function mentionedUsers(db: Kysely<Database>, names: readonly string[]): Promise<number[]> {
   if (names.length === 0) return [];
-  const rows = await db.selectFrom('users').select(['id', 'role', 'username_key']).where('username_key', 'in', names).execute();
-  const byName = new Map(rows.map((row) => [row.username_key, { id: Number(row.id), role: row.role }]));
+  const rows = await db.selectFrom('users').select(['id', 'username_key']).where('username_key', 'in', names).execute();
+  const byName = new Map(rows.map((row) => [row.username_key, Number(row.id)]));
   return names.flatMap((name) => byName.get(name) ?? []).slice(0, MAX_MENTIONS);
 }
 
 /**
- * Which of `candidates` may see the post now, by the shared rule (`visibleTo`), in one statement: one
- * `SELECT … WHERE visibleTo(candidate)` per candidate, joined by UNION ALL. No notification is created about a post
- * its recipient may not see (CONTRACT §10). The ids are bound, not written into the text: the statement is then one
- * of 20 texts, prepared once each (with literals SQLite prepared every post's anew, four times the cost).
+ * Of the users named (by username key) or given (by id) in `who`, those who may be told about the post now, as
+ * `actorId`'s doing (`mayBeTold`: they may see the post, no block stands between them and the actor, they do not
+ * mute the actor), in the order of `who`. One statement for all of them, whatever their number.
  */
-async function whoMaySee(db: Kysely<Database>, postId: number, candidates: readonly Recipient[]): Promise<Set<number>> {
-  if (candidates.length === 0) return new Set();
-  const one = (candidate: Recipient) =>
-    db.selectFrom('posts').select(sql<number>`cast(${candidate.id} as bigint)`.as('viewer')).where('posts.id', '=', postId).where(visibleTo(candidate));
-  const [first, ...rest] = candidates;
-  let query = one(first!);
-  for (const candidate of rest) query = query.unionAll(one(candidate));
-  return new Set((await query.execute()).map((row) => Number(row.viewer)));
+async function mayBeToldAmong(db: Kysely<Database>, postId: number, actorId: number, who: { names: readonly string[] } | { ids: readonly number[] }): Promise<number[]> {
+  const order = 'names' in who ? who.names : who.ids;
+  if (order.length === 0) return [];
+  let query = db.selectFrom(['users', 'posts']).select(['users.id', 'users.username_key']).where('posts.id', '=', postId).where(mayBeTold(actorId));
+  query = 'names' in who ? query.where('users.username_key', 'in', who.names) : query.where('users.id', 'in', who.ids);
+  const rows = await query.execute();
+  const found = new Map(rows.map((row) => ['names' in who ? row.username_key : Number(row.id), Number(row.id)] as const));
+  return order.flatMap((key) => found.get(key) ?? []);
 }
 
 /**
  * Which of `recipients` hear of `actorId` at all (CONTRACT §9, §10): none across a block, either way, and none from a
- * user the recipient mutes. One statement; the blocks and mutes indexes answer it.
+ * user the recipient mutes. One statement; the blocks and mutes indexes answer it. (Follows: no post to see.)
  */
 async function hearers(db: Kysely<Database>, actorId: number, recipients: readonly number[]): Promise<Set<number>> {
   if (recipients.length === 0) return new Set();
@@ -81,47 +80,60 @@ async function hearers(db: Kysely<Database>, actorId: number, recipients: readon
   return new Set(recipients.filter((id) => !out.has(id)));
 }
 
-/** The post's owner, with their role; undefined when the post is gone. */
-async function ownerOf(db: Kysely<Database>, postId: number): Promise<Recipient | undefined> {
+/** The post's owner, with their username key; undefined when the post is gone. */
+async function ownerOf(db: Kysely<Database>, postId: number): Promise<{ id: number; key: string } | undefined> {
   const row = await db
     .selectFrom('posts')
     .innerJoin('users', 'users.id', 'posts.owner_id')
-    .select(['users.id', 'users.role'])
+    .select(['users.id', 'users.username_key'])
     .where('posts.id', '=', postId)
     .executeTakeFirst();
-  return row && { id: Number(row.id), role: row.role };
+  return row && { id: Number(row.id), key: row.username_key };
 }
 
 /**
  * Brings the mention notifications of a post (`reply` undefined) or a reply in line with its text: the users it
- * mentions now (but its author, and `exclude`) who may see the post and were not told yet are notified; those told
- * before whom it no longer mentions lose theirs. `fresh`: the text is new, nobody was told yet.
+ * mentions now (but its author, and `exclude`) who may be told and were not told yet are notified; those told
+ * before whom it no longer mentions lose theirs. `fresh`: the text is new, nobody was told yet. `excludeKey`:
+ * the username key of `exclude`, whose name then costs no statement (a reply naming the post's owner).
+ *
+ * A new text naming at most MAX_MENTIONS names is the common case and costs one read: every name that names a user
+ * counts, so the names go straight into the one statement that judges who may be told (`mayBeToldAmong`). Past
+ * that, or for an edit (which must know whom the text names now), the names are looked up first.
  */
 async function syncMentions(
   tx: Tx,
-  about: { postId: number; replyId?: number; authorId: number; texts: string[]; exclude?: number; fresh: boolean },
+  about: { postId: number; replyId?: number; authorId: number; texts: string[]; exclude?: number; excludeKey?: string; fresh: boolean },
 ): Promise<void> {
   const notifications = createNotificationsRepository(tx.db);
-  const names = mentionedNames(...about.texts);
-  if (about.fresh && names.length === 0) return;
-  const mentioned = (await mentionedUsers(tx.db, names)).filter((user) => user.id !== about.authorId && user.id !== about.exclude);
-  const told = about.fresh ? [] : await notifications.mentioned(about.postId, about.replyId);
-  const now = new Set(mentioned.map((user) => user.id));
-  await notifications.removeMentions(about.postId, about.replyId, told.filter((id) => !now.has(id)));
-  const already = new Set(told);
-  const heard = await hearers(tx.db, about.authorId, mentioned.filter((user) => !already.has(user.id)).map((user) => user.id));
-  const fresh = mentioned.filter((user) => heard.has(user.id));
-  const allowed = await whoMaySee(tx.db, about.postId, fresh);
+  const all = mentionedNames(...about.texts);
+  if (about.fresh && all.length === 0) return;
+  const skipped = (id: number) => id === about.authorId || id === about.exclude;
+  let who: { names: string[] } | { ids: number[] };
+  let already = new Set<number>();
+  if (about.fresh && all.length <= MAX_MENTIONS) {
+    const names = all.filter((name) => name !== about.excludeKey);
+    if (names.length === 0) return;
+    who = { names };
+  } else {
+    const ids = (await mentionedUsers(tx.db, all)).filter((id) => !skipped(id));
+    if (!about.fresh) {
+      const told = await notifications.mentioned(about.postId, about.replyId);
+      const now = new Set(ids);
+      await notifications.removeMentions(about.postId, about.replyId, told.filter((id) => !now.has(id)));
+      already = new Set(told);
+    }
+    who = { ids: ids.filter((id) => !already.has(id)) };
+  }
+  const told = (await mayBeToldAmong(tx.db, about.postId, about.authorId, who)).filter((id) => !skipped(id) && !already.has(id));
   await notifications.insert(
-    fresh
-      .filter((user) => allowed.has(user.id))
-      .map((user) => ({
-        recipient_id: user.id,
-        actor_id: about.authorId,
-        type: 'mention' as const,
-        post_id: about.postId,
-        ...(about.replyId !== undefined ? { reply_id: about.replyId } : {}),
-      })),
+    told.map((id) => ({
+      recipient_id: id,
+      actor_id: about.authorId,
+      type: 'mention' as const,
+      post_id: about.postId,
+      ...(about.replyId !== undefined ? { reply_id: about.replyId } : {}),
+    })),
   );
 }
 
@@ -139,8 +151,7 @@ export async function unnotifyFollow(tx: Tx, followerId: number, followeeId: num
 export async function notifyRecommend(tx: Tx, userId: number, postId: number): Promise<void> {
   const owner = await ownerOf(tx.db, postId);
   if (!owner || owner.id === userId) return;
-  if (!(await hearers(tx.db, userId, [owner.id])).has(owner.id)) return;
-  if (!(await whoMaySee(tx.db, postId, [owner])).has(owner.id)) return;
+  if ((await mayBeToldAmong(tx.db, postId, userId, { ids: [owner.id] })).length === 0) return;
   await createNotificationsRepository(tx.db).insert([{ recipient_id: owner.id, actor_id: userId, type: 'recommend', post_id: postId }]);
 }
 
@@ -157,15 +168,11 @@ export async function unnotifyRecommend(tx: Tx, userId: number, postId: number):
 export async function notifyReply(tx: Tx, reply: ReplyRow): Promise<void> {
   const owner = await ownerOf(tx.db, reply.post_id);
   if (!owner) return;
-  if (
-    owner.id !== reply.author_id &&
-    (await hearers(tx.db, reply.author_id, [owner.id])).has(owner.id) &&
-    (await whoMaySee(tx.db, reply.post_id, [owner])).has(owner.id)
-  ) {
+  if (owner.id !== reply.author_id && (await mayBeToldAmong(tx.db, reply.post_id, reply.author_id, { ids: [owner.id] })).length > 0) {
     const row = { recipient_id: owner.id, actor_id: reply.author_id, type: 'reply' as NotificationType, post_id: reply.post_id, reply_id: reply.id };
     await createNotificationsRepository(tx.db).insert([row]);
   }
-  await syncMentions(tx, { postId: reply.post_id, replyId: reply.id, authorId: reply.author_id, texts: [reply.content], exclude: owner.id, fresh: true });
+  await syncMentions(tx, { postId: reply.post_id, replyId: reply.id, authorId: reply.author_id, texts: [reply.content], exclude: owner.id, excludeKey: owner.key, fresh: true });
 }
 
 /** A reply's content was replaced: mentions added notify, mentions dropped lose their notification. */
