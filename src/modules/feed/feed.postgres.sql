@@ -65,6 +65,42 @@
   and written.post_id = fanout_queue.post_id)
   order by fanout_queue.post_id desc
   limit 21)
+  union all (select posts.id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
+  from feed_backfill
+  inner join posts on posts.owner_id = feed_backfill.owner_id
+  where feed_backfill.user_id = $21
+  and posts.id < $22
+  and ((("posts"."visibility" = $23
+  or "posts"."owner_id" = $24
+  or ("posts"."visibility" = $25
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = $26)))
+  and (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = $27
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = $28
+  and "blocks"."blocker_id" = "posts"."owner_id"))
+  and not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = $29
+  and "mutes"."muted_id" = "posts"."owner_id")))) is true
+  and not exists (select 1
+  from feed_entries as written
+  where written.user_id = $30
+  and written.post_id = posts.id)
+  and not exists (select 1
+  from fanout_queue as queued
+  where queued.post_id = posts.id)
+  order by posts.id desc
+  limit 21)
   order by id desc
   limit 21;
 
@@ -133,6 +169,42 @@
   and written.post_id = fanout_queue.post_id)
   order by fanout_queue.post_id desc
   limit 21)
+  union all (select posts.id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
+  from feed_backfill
+  inner join posts on posts.owner_id = feed_backfill.owner_id
+  where feed_backfill.user_id = $21
+  and posts.id < $22
+  and ((("posts"."visibility" = $23
+  or "posts"."owner_id" = $24
+  or ("posts"."visibility" = $25
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = $26)))
+  and (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = $27
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = $28
+  and "blocks"."blocker_id" = "posts"."owner_id"))
+  and not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = $29
+  and "mutes"."muted_id" = "posts"."owner_id")))) is true
+  and not exists (select 1
+  from feed_entries as written
+  where written.user_id = $30
+  and written.post_id = posts.id)
+  and not exists (select 1
+  from fanout_queue as queued
+  where queued.post_id = posts.id)
+  order by posts.id desc
+  limit 21)
   order by id desc
   limit 21;
 
@@ -164,6 +236,24 @@
   where written.user_id = $8
   and written.post_id = fanout_queue.post_id)
   order by fanout_queue.post_id desc
+  limit 21)
+  union all (select posts.id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
+  from feed_backfill
+  inner join posts on posts.owner_id = feed_backfill.owner_id
+  where feed_backfill.user_id = $9
+  and posts.id < $10
+  and (not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = $11
+  and "mutes"."muted_id" = "posts"."owner_id")) is true
+  and not exists (select 1
+  from feed_entries as written
+  where written.user_id = $12
+  and written.post_id = posts.id)
+  and not exists (select 1
+  from fanout_queue as queued
+  where queued.post_id = posts.id)
+  order by posts.id desc
   limit 21)
   order by id desc
   limit 21;

@@ -61,6 +61,40 @@ select feed_entries.post_id as id, posts.owner_id, posts.title, posts.content, p
   from feed_entries as written
   where written.user_id = ?
   and written.post_id = fanout_queue.post_id)
+  union all select posts.id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
+  from feed_backfill
+  inner join posts on posts.owner_id = feed_backfill.owner_id
+  where feed_backfill.user_id = ?
+  and posts.id < ?
+  and ((("posts"."visibility" = ?
+  or "posts"."owner_id" = ?
+  or ("posts"."visibility" = ?
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = ?)))
+  and (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = ?
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = ?
+  and "blocks"."blocker_id" = "posts"."owner_id"))
+  and not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = ?
+  and "mutes"."muted_id" = "posts"."owner_id")))) is true
+  and not exists (select 1
+  from feed_entries as written
+  where written.user_id = ?
+  and written.post_id = posts.id)
+  and not exists (select 1
+  from fanout_queue as queued
+  where queued.post_id = posts.id)
   order by id desc
   limit 21;
 
@@ -125,6 +159,40 @@ select feed_entries.post_id as id, posts.owner_id, posts.title, posts.content, p
   from feed_entries as written
   where written.user_id = ?
   and written.post_id = fanout_queue.post_id)
+  union all select posts.id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
+  from feed_backfill
+  inner join posts on posts.owner_id = feed_backfill.owner_id
+  where feed_backfill.user_id = ?
+  and posts.id < ?
+  and ((("posts"."visibility" = ?
+  or "posts"."owner_id" = ?
+  or ("posts"."visibility" = ?
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = ?)))
+  and (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = ?
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = ?
+  and "blocks"."blocker_id" = "posts"."owner_id"))
+  and not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = ?
+  and "mutes"."muted_id" = "posts"."owner_id")))) is true
+  and not exists (select 1
+  from feed_entries as written
+  where written.user_id = ?
+  and written.post_id = posts.id)
+  and not exists (select 1
+  from fanout_queue as queued
+  where queued.post_id = posts.id)
   order by id desc
   limit 21;
 
@@ -153,5 +221,21 @@ select feed_entries.post_id as id, posts.owner_id, posts.title, posts.content, p
   from feed_entries as written
   where written.user_id = ?
   and written.post_id = fanout_queue.post_id)
+  union all select posts.id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
+  from feed_backfill
+  inner join posts on posts.owner_id = feed_backfill.owner_id
+  where feed_backfill.user_id = ?
+  and posts.id < ?
+  and (not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = ?
+  and "mutes"."muted_id" = "posts"."owner_id")) is true
+  and not exists (select 1
+  from feed_entries as written
+  where written.user_id = ?
+  and written.post_id = posts.id)
+  and not exists (select 1
+  from fanout_queue as queued
+  where queued.post_id = posts.id)
   order by id desc
   limit 21;

@@ -131,14 +131,17 @@ update "users"
   set "following_count" = "following_count" - $1
   where "id" = $2;
 
--- addPostsToFeed
-insert into "feed_entries" ("user_id", "post_id", "owner_id") select cast($1 as bigint) as "user_id", "posts"."id", "posts"."owner_id"
-  from "posts"
-  where "posts"."owner_id" = $2
-  on conflict ("user_id", "post_id") do nothing;
+-- queueBackfill
+insert into "feed_backfill" ("user_id", "owner_id")
+  values ($1, $2)
+  on conflict do nothing;
 
 -- removePostsFromFeed
 delete
   from "feed_entries"
+  where "user_id" = $1
+  and "owner_id" = $2;
+delete
+  from "feed_backfill"
   where "user_id" = $1
   and "owner_id" = $2;

@@ -131,14 +131,17 @@ update "users"
   set "following_count" = "following_count" - ?
   where "id" = ?;
 
--- addPostsToFeed
-insert into "feed_entries" ("user_id", "post_id", "owner_id") select cast(? as bigint) as "user_id", "posts"."id", "posts"."owner_id"
-  from "posts"
-  where "posts"."owner_id" = ?
-  on conflict ("user_id", "post_id") do nothing;
+-- queueBackfill
+insert into "feed_backfill" ("user_id", "owner_id")
+  values (?, ?)
+  on conflict do nothing;
 
 -- removePostsFromFeed
 delete
   from "feed_entries"
+  where "user_id" = ?
+  and "owner_id" = ?;
+delete
+  from "feed_backfill"
   where "user_id" = ?
   and "owner_id" = ?;

@@ -147,11 +147,18 @@ select "users"."id", "users"."username", "users"."display_name", "users"."bio", 
 insert into "users" ("username", "display_name", "bio", "role", "password_hash", "created_at", "updated_at", "username_key", "search_words")
   values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
   returning "id";
+insert into "user_words" ("word", "username_key", "user_id")
+  values ($1, $2, $3), ($4, $5, $6), ($7, $8, $9), ($10, $11, $12);
 
 -- update
 update "users"
   set "username" = $1, "display_name" = $2, "bio" = $3, "updated_at" = $4, "username_key" = $5, "search_words" = $6
   where "id" = $7;
+delete
+  from "user_words"
+  where "user_id" = $1;
+insert into "user_words" ("word", "username_key", "user_id")
+  values ($1, $2, $3), ($4, $5, $6), ($7, $8, $9), ($10, $11, $12), ($13, $14, $15);
 
 -- setPassword
 update "users"

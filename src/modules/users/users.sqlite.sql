@@ -147,11 +147,18 @@ select "users"."id", "users"."username", "users"."display_name", "users"."bio", 
 insert into "users" ("username", "display_name", "bio", "role", "password_hash", "created_at", "updated_at", "username_key", "search_words")
   values (?, ?, ?, ?, ?, ?, ?, ?, ?)
   returning "id";
+insert into "user_words" ("word", "username_key", "user_id")
+  values (?, ?, ?), (?, ?, ?), (?, ?, ?), (?, ?, ?);
 
 -- update
 update "users"
   set "username" = ?, "display_name" = ?, "bio" = ?, "updated_at" = ?, "username_key" = ?, "search_words" = ?
   where "id" = ?;
+delete
+  from "user_words"
+  where "user_id" = ?;
+insert into "user_words" ("word", "username_key", "user_id")
+  values (?, ?, ?), (?, ?, ?), (?, ?, ?), (?, ?, ?), (?, ?, ?);
 
 -- setPassword
 update "users"
