@@ -171,9 +171,11 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   /** Runs one unit in a savepoint of its own; throws only when the whole transaction is lost. */
   async function runUnit(conn: Kysely<Database>, work: Work<unknown>): Promise<Outcome> {
     const hooks: (() => void)[] = [];
+    const steps: (() => Promise<void>)[] = [];
     await conn.executeQuery(SAVEPOINT_UNIT);
     try {
-      const value = await work(sqliteTx(conn, hooks));
+      const value = await work(sqliteTx(conn, hooks, steps));
+      for (const step of steps) await step();
       // The unit caught the error under which SQLite ended the transaction; without this the callers would hear
       // only that the savepoint is gone.
       if (!writer.inTransaction) throw new Error('SQLite ended the transaction during this unit of work');
@@ -256,7 +258,7 @@ interface QueuedUnit {
 /** How a unit ended in its savepoint; its caller hears it once the batch's COMMIT has succeeded. */
 type Outcome = { ok: true; value: unknown; hooks: (() => void)[] } | { ok: false; error: unknown };
 
-function sqliteTx(conn: Kysely<Database>, hooks: (() => void)[]): Tx {
+function sqliteTx(conn: Kysely<Database>, hooks: (() => void)[], steps: (() => Promise<void>)[]): Tx {
   // The transaction holds SQLite's write lock: no other writer runs until it ends, so there is nothing to lock.
   const existing = async (table: LockableTable, ids: readonly number[]) => {
     if (ids.length === 0) return [];
@@ -267,6 +269,7 @@ function sqliteTx(conn: Kysely<Database>, hooks: (() => void)[]): Tx {
     db: conn,
     dialect: 'sqlite',
     afterCommit: (hook) => void hooks.push(hook),
+    beforeCommit: (step) => void steps.push(step),
     query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
       (await conn.executeQuery<R>(CompiledQuery.raw(statement.sqlite, [...params]))).rows as R[],
     lockRows: existing,

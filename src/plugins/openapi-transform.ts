@@ -1,6 +1,6 @@
 import { ID_PATTERN } from '../shared/schemas.js';
 import { documentEventStream } from '../modules/streams/streams.openapi.js';
-import { RESPONSE_HEADERS, routeTraits } from './route-docs.js';
+import { IDEMPOTENT_MARK, RESPONSE_HEADERS, routeTraits } from './route-docs.js';
 
 /**
  * Post-processing of the document @fastify/swagger generates from the route schemas, to make it a contract a
@@ -124,7 +124,8 @@ const OPTIONAL_TOKEN =
   'followers-only posts, counters that include them), and a token that is invalid, expired or revoked is a 401.';
 
 function operation(op: JsonObject, method: string, path: string): void {
-  const traits = routeTraits(method, path, { security: op.security });
+  const traits = routeTraits(method, path, { security: op.security, idempotent: op[IDEMPOTENT_MARK] });
+  delete op[IDEMPOTENT_MARK];
   // No requirement at all means "no token needed"; saying so lets a client generator and a linter know.
   op.security ??= [];
   // Public operations say `security: []` (CONTRACT §5), also the reads where a token is optional (the route's own

@@ -25,7 +25,10 @@ export interface RouteTraits {
   conditionalGet: boolean;
   /** PUT or DELETE of a user, post, reply or board: If-Match and 412. */
   conditionalWrite: boolean;
-  /** A POST that creates: Idempotency-Key, Idempotent-Replayed, 409 and 422 (CONTRACT §6.2). */
+  /**
+   * A POST that creates, declared by the route's `config: { idempotent: true }` (plugins/idempotency):
+   * Idempotency-Key, Idempotent-Replayed, 409 and 422 (CONTRACT §6.2).
+   */
   idempotentCreate: boolean;
   /** A request that may carry a body: 413 and 415. */
   body: boolean;
@@ -34,14 +37,15 @@ export interface RouteTraits {
 
 /** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
 const CONDITIONAL_WRITE_PATHS = new Set(['/users/{}', '/posts/{}', '/posts/{}/replies/{}', '/boards/{}', '/reports/{}']);
-const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards', '/reports', '/users/{}/blocks', '/users/{}/mutes']);
+/** The operation extension that carries a route's `idempotent` option into the generated document. */
+export const IDEMPOTENT_MARK = 'x-idempotent';
 /** Operational routes that do not touch the database (/health does). */
 const WITHOUT_DATABASE = new Set(['/metrics', '/openapi.json']);
 
 /** `/posts/:post_id` and `/posts/{post_id}` both become `/posts/{}`. */
 const shape = (url: string) => url.replace(/:[A-Za-z0-9_]+|\{[^}]*\}/g, '{}');
 
-export function routeTraits(method: string, url: string, options: { security?: unknown; rateLimit?: unknown }): RouteTraits {
+export function routeTraits(method: string, url: string, options: { security?: unknown; rateLimit?: unknown; idempotent?: unknown }): RouteTraits {
   const path = shape(url);
   const m = method.toUpperCase();
   const security = Array.isArray(options.security) ? (options.security as Array<Record<string, unknown>>) : [];
@@ -51,7 +55,7 @@ export function routeTraits(method: string, url: string, options: { security?: u
     rateLimited: options.rateLimit !== false,
     conditionalGet: m === 'GET',
     conditionalWrite: (m === 'PUT' || m === 'DELETE') && CONDITIONAL_WRITE_PATHS.has(path),
-    idempotentCreate: m === 'POST' && IDEMPOTENT_CREATE_PATHS.has(path),
+    idempotentCreate: m === 'POST' && options.idempotent === true,
     body: m === 'POST' || m === 'PUT' || m === 'DELETE',
     bearer: security.some((requirement) => 'bearerAuth' in requirement),
   };
@@ -141,11 +145,11 @@ function headerMap(headers: unknown): Record<string, unknown> {
 function documentRoute(route: RouteOptions): void {
   const schema = route.schema;
   if (!schema || schema.hide) return;
-  const config = (route.config ?? {}) as { rateLimit?: unknown };
+  const config = (route.config ?? {}) as { rateLimit?: unknown; idempotent?: unknown };
   // The response map may be shared between routes (a spread listSchema), so it is copied, entries too, not mutated.
   const response: Record<string, ResponseEntry> = { ...((schema.response ?? {}) as Record<string, ResponseEntry>) };
   for (const method of [route.method].flat()) {
-    const t = routeTraits(method, route.url, { security: schema.security, rateLimit: config.rateLimit });
+    const t = routeTraits(method, route.url, { security: schema.security, rateLimit: config.rateLimit, idempotent: config.idempotent });
     const add = (status: number, description: string) => {
       if (response[status] !== undefined) return;
       response[status] = t.board
@@ -222,6 +226,9 @@ function documentRoute(route: RouteOptions): void {
     }
   }
   schema.response = response;
+  // For the document transform (openapi-transform.ts), which sees operations, not route options: it adds the
+  // Idempotency-Key parameter and removes the mark.
+  if (config.idempotent === true) (schema as Record<string, unknown>)[IDEMPOTENT_MARK] = true;
 }
 
 export default fp(
