@@ -26,9 +26,10 @@ import { fingerprint, parseIdempotencyKey } from './key.js';
  * "Still running" is known in process: each process remembers the keys its running requests hold (`running`),
  * so a repeat to the same process is a 409 at once. Exactly once holds across processes too, through the unique
  * index: a repeat that reached another process while the first ran finds no answer and runs, but when it comes to
- * keep its own it finds the first's, and its create rolls back (409: a retry gets the replay). Its answer other
- * than a 201 (say, the 409 of a username the first request took meanwhile) becomes the first's answer, replayed,
- * when both came with the same body.
+ * keep its own it finds the first's (on PostgreSQL it waits for the first's transaction to end, on SQLite the one
+ * writer has ordered them), its create rolls back, and it answers the first's answer, replayed. So does its answer
+ * other than a 201 (say, the 409 of a username the first request took meanwhile), when both came with the same
+ * body.
  */
 
 const PURGE_BATCH = 1000;
@@ -42,8 +43,10 @@ interface KeyState {
   fingerprint: string;
   /** Set once the request runs under the key (no answer was kept for it): where and since when. */
   running?: { scope: KeyScope; startedAt: string };
-  /** The answer is kept (in the create's transaction), or the create was refused for a key kept meanwhile. */
+  /** The answer is kept (in the create's transaction), or settled as it was sent. */
   settled: boolean;
+  /** The create rolled back: another process kept an answer for the key while it ran. */
+  lost?: boolean;
 }
 
 declare module 'fastify' {
@@ -122,11 +125,11 @@ export interface Created {
  * rolls back with a 409. The answer is sent once the transaction has committed: the handler returns `reply`.
  */
 export function answerCreated(tx: Tx, reply: FastifyReply, created: Created): void {
-  reply.code(201).header('location', created.location).type(JSON_TYPE);
-  const body = reply.serialize(created.body);
+  // The status first: the route's serializer is the one of its 201. Location and ETag are set once committed, so
+  // that an error answer (the transaction failed after this) does not carry them.
+  const body = reply.code(201).serialize(created.body);
   if (typeof body !== 'string') throw new Error('the JSON serializer answered bytes, not text');
   const etag = created.etag ?? entityTag(body);
-  reply.header('etag', etag);
   const request = reply.request;
   const state = request.idempotency;
   if (state?.running) {
@@ -135,14 +138,16 @@ export function answerCreated(tx: Tx, reply: FastifyReply, created: Created): vo
     tx.beforeCommit(async () => {
       const expiresAt = iso(Date.now() + request.server.config.idempotencyTtlSeconds * 1000);
       if (await idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, expiresAt)) return;
-      state.settled = true;
+      // Another process kept an answer for the key while this one ran (on PostgreSQL this statement waited for its
+      // commit): this create rolls back, and the answer becomes that one's replay (settle).
+      state.lost = true;
       throw stillRunning();
     });
     tx.afterCommit(() => {
       state.settled = true;
     });
   }
-  tx.afterCommit(() => void reply.send(body));
+  tx.afterCommit(() => void reply.code(201).header('location', created.location).header('etag', etag).type(JSON_TYPE).send(body));
 }
 
 /** The secret that keys body fingerprints, shared by every process on the database (like the cursor secret). */
@@ -232,8 +237,11 @@ export default fp(
         body: payload,
       };
       try {
-        const kept = await store.transaction((tx) => idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, iso(Date.now() + ttlMs)));
-        if (kept) return payload;
+        // A create that lost its key has nothing of its own to keep: its 409 becomes the replay of the key's answer.
+        if (!state.lost) {
+          const kept = await store.transaction((tx) => idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, iso(Date.now() + ttlMs)));
+          if (kept) return payload;
+        }
         // With another body, this request's own answer stands (it created nothing); a retry of it is a 422.
         const first = await idempotencyKeys.find(store, scope);
         if (!liveAnswer(first, startedAt) || first.fingerprint !== state.fingerprint) return payload;
