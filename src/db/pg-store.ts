@@ -65,13 +65,16 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
       // `solo` (TransactionOptions) is SQLite's: here every transaction is its own already.
       for (let attempt = 1; ; attempt++) {
         const hooks: (() => void)[] = [];
+        const steps: (() => Promise<void>)[] = [];
         // Kysely answers a failed ROLLBACK's error instead of the one that caused it: on a connection that died
         // mid-transaction that is "Connection terminated unexpectedly", which hides the cause. Keep the work's own.
         let failure: { error: unknown } | undefined;
         try {
           const value = await db.transaction().execute(async (trx) => {
             try {
-              return await work(pgTx(trx, hooks));
+              const value = await work(pgTx(trx, hooks, steps));
+              for (const step of steps) await step();
+              return value;
             } catch (error) {
               failure = { error };
               throw error;
@@ -121,7 +124,7 @@ function newPool(url: string, options: StoreOptions, extra: { max: number; conne
   });
 }
 
-function pgTx(trx: Kysely<Database>, hooks: (() => void)[]): Tx {
+function pgTx(trx: Kysely<Database>, hooks: (() => void)[], steps: (() => Promise<void>)[]): Tx {
   /** The ids among `ids` that exist, each row locked in `mode`, in ascending id order (the global lock order). */
   const lockExisting = async (table: LockableTable, ids: readonly number[], mode: 'update' | 'key share') => {
     if (ids.length === 0) return [];
@@ -133,6 +136,7 @@ function pgTx(trx: Kysely<Database>, hooks: (() => void)[]): Tx {
     db: trx,
     dialect: 'postgres',
     afterCommit: (hook) => void hooks.push(hook),
+    beforeCommit: (step) => void steps.push(step),
     query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
       (await trx.executeQuery<R>(CompiledQuery.raw(statement.postgres, [...params]))).rows as R[],
     lockRows: (table, ids) => lockExisting(table, ids, 'update'),

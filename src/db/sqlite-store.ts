@@ -88,7 +88,18 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   const readStatements = withStatementCache(reader);
   const onStatement = options.onStatement;
   const log = kyselyLog(onStatement);
-  const writeDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(writer) }), log });
+  const writeStatements = withStatementCache(writer);
+  const writeDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: writeStatements }), log });
+  /** `Tx.query`: a plain statement on the writer's driver, as `query` reads, inside the unit's savepoint. */
+  const writeQuery = async <R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]> => {
+    const run = () => {
+      const prepared = writeStatements.prepare(statement.sqlite);
+      if (prepared.reader) return prepared.all(params) as R[];
+      prepared.run(params);
+      return [];
+    };
+    return onStatement ? observe(onStatement, statement.sqlite, run) : run();
+  };
   const readDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: readStatements }), log });
 
   /** Takes the write lock, retrying while another connection holds it, until the deadline. */
@@ -171,9 +182,11 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   /** Runs one unit in a savepoint of its own; throws only when the whole transaction is lost. */
   async function runUnit(conn: Kysely<Database>, work: Work<unknown>): Promise<Outcome> {
     const hooks: (() => void)[] = [];
+    const steps: (() => Promise<void>)[] = [];
     await conn.executeQuery(SAVEPOINT_UNIT);
     try {
-      const value = await work(sqliteTx(conn, hooks));
+      const value = await work(sqliteTx(conn, writeQuery, hooks, steps));
+      for (const step of steps) await step();
       // The unit caught the error under which SQLite ended the transaction; without this the callers would hear
       // only that the savepoint is gone.
       if (!writer.inTransaction) throw new Error('SQLite ended the transaction during this unit of work');
@@ -256,7 +269,7 @@ interface QueuedUnit {
 /** How a unit ended in its savepoint; its caller hears it once the batch's COMMIT has succeeded. */
 type Outcome = { ok: true; value: unknown; hooks: (() => void)[] } | { ok: false; error: unknown };
 
-function sqliteTx(conn: Kysely<Database>, hooks: (() => void)[]): Tx {
+function sqliteTx(conn: Kysely<Database>, query: Tx['query'], hooks: (() => void)[], steps: (() => Promise<void>)[]): Tx {
   // The transaction holds SQLite's write lock: no other writer runs until it ends, so there is nothing to lock.
   const existing = async (table: LockableTable, ids: readonly number[]) => {
     if (ids.length === 0) return [];
@@ -267,8 +280,8 @@ function sqliteTx(conn: Kysely<Database>, hooks: (() => void)[]): Tx {
     db: conn,
     dialect: 'sqlite',
     afterCommit: (hook) => void hooks.push(hook),
-    query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
-      (await conn.executeQuery<R>(CompiledQuery.raw(statement.sqlite, [...params]))).rows as R[],
+    beforeCommit: (step) => void steps.push(step),
+    query,
     lockRows: existing,
     shareRows: existing,
     tryExclusive: async () => true,

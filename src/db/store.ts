@@ -38,6 +38,12 @@ export interface Tx {
    */
   afterCommit(hook: () => void): void;
   /**
+   * Runs `step` inside the transaction once the unit of work has returned, before it commits: writes that belong
+   * with the unit's outcome, such as the kept answer of an idempotent create. Steps run in the order they were
+   * added; one that throws rolls the unit back, as if the unit had thrown.
+   */
+  beforeCommit(step: () => Promise<void>): void;
+  /**
    * Runs a plain-SQL statement (hot-statements.ts) inside the transaction and answers its rows (a write's
    * `RETURNING`): for the few writes on a hot path where building the query costs more than running it.
    */

@@ -37,7 +37,10 @@ export interface RouteTraits {
   conditionalGet: boolean;
   /** A PUT or DELETE declared with `config: { preconditions: true }`: If-Match and 412. */
   conditionalWrite: boolean;
-  /** A POST that creates: Idempotency-Key, Idempotent-Replayed, 409 and 422 (CONTRACT §6.2). */
+  /**
+   * A POST that creates, declared by the route's `config: { idempotent: true }` (plugins/idempotency):
+   * Idempotency-Key, Idempotent-Replayed, 409 and 422 (CONTRACT §6.2).
+   */
   idempotentCreate: boolean;
   /** A request that may carry a body: 413 and 415. */
   body: boolean;
@@ -45,17 +48,13 @@ export interface RouteTraits {
 }
 
 /** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
-const IDEMPOTENT_CREATE_PATHS = new Set(['/users', '/users/{}/followers', '/users/{}/posts', '/posts/{}/replies', '/posts/{}/recommends', '/boards', '/reports', '/users/{}/blocks', '/users/{}/mutes']);
-/** `/posts/:post_id` and `/posts/{post_id}` both become `/posts/{}`. */
-const shape = (url: string) => url.replace(/:[A-Za-z0-9_]+|\{[^}]*\}/g, '{}');
 
 /** What a route's own options (`config`, `schema.security`) and its method say about it; see FastifyContextConfig above. */
 export function routeTraits(
   method: string,
   url: string,
-  options: { security?: unknown; config?: { rateLimit?: unknown; preconditions?: true; database?: false } },
+  options: { security?: unknown; config?: { rateLimit?: unknown; preconditions?: true; database?: false; idempotent?: boolean } },
 ): RouteTraits {
-  const path = shape(url);
   const m = method.toUpperCase();
   const security = Array.isArray(options.security) ? (options.security as Array<Record<string, unknown>>) : [];
   return {
@@ -64,7 +63,7 @@ export function routeTraits(
     rateLimited: options.config?.rateLimit !== false,
     conditionalGet: m === 'GET',
     conditionalWrite: (m === 'PUT' || m === 'DELETE') && options.config?.preconditions === true,
-    idempotentCreate: m === 'POST' && IDEMPOTENT_CREATE_PATHS.has(path),
+    idempotentCreate: m === 'POST' && options.config?.idempotent === true,
     body: m === 'POST' || m === 'PUT' || m === 'DELETE',
     bearer: security.some((requirement) => 'bearerAuth' in requirement),
   };

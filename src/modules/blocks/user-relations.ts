@@ -5,7 +5,7 @@ import { constraintKind } from '../../db/errors.js';
 import type { Tx } from '../../db/store.js';
 import type { Database } from '../../db/types.js';
 import { bearer, type Caller } from '../../plugins/auth.js';
-import { createdAnswer } from '../../plugins/idempotency/index.js';
+import { answerCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
@@ -79,6 +79,7 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
     app.post(
       `/users/:user_id/${path}`,
       {
+        config: { idempotent: true },
         schema: {
           operationId: `create${operation}`,
           tags: [path],
@@ -108,7 +109,6 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
         if (targetId === ownerId) throw AppError.badRequest('id', `must not be the user themself: a user cannot ${noun} themself`);
         const noSuchUser = () => AppError.badRequest('id', 'names no user');
         if (!(await users.exists(targetId, caller))) throw noSuchUser();
-        const answer = createdAnswer(request, reply);
         try {
           await app.store.transaction(async (tx) => {
             // Both rows locked in id order, as a follow locks them: a follow and a block of the same two never cross.
@@ -117,14 +117,14 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
             await kind.created?.(tx, ownerId, targetId);
             const row = await kind.repository(tx.db).find(ownerId, targetId, caller);
             if (!row) throw noSuchUser();
-            await answer.keep(tx, app.links.url(`/users/${ownerId}/${path}/${targetId}`), toUser(row, app.links));
+            answerCreated(tx, reply, { location: app.links.url(`/users/${ownerId}/${path}/${targetId}`), body: toUser(row, app.links) });
           });
         } catch (error) {
           if (constraintKind(error) === 'unique') throw AppError.conflict('id', `is already ${noun}d`);
           if (constraintKind(error) === 'foreign_key') throw noSuchUser();
           throw error;
         }
-        return answer.send();
+        return reply;
       },
     );
 

@@ -4,7 +4,7 @@ import type { Tx } from '../../db/store.js';
 import { Type, type Static } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { bodyTag, ifMatch, tagOf, updatedAfter, type Precondition } from '../../shared/conditional.js';
-import { createdAnswer } from '../../plugins/idempotency/index.js';
+import { answerCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { toBoard } from '../../shared/representations.js';
 import { EnvelopeErrorSchema, checkBodyId, toId } from '../../shared/schemas.js';
@@ -123,6 +123,7 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/boards',
     {
+      config: { idempotent: true },
       schema: {
         operationId: 'createBoard',
         tags: ['boards'],
@@ -142,7 +143,6 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const caller = await app.auth.required(request);
-      const answer = createdAnswer(request, reply);
       await app.store.transaction(async (tx) => {
         const row = await createBoardsRepository(tx.db).insert({
           author_id: caller.id,
@@ -152,9 +152,9 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         });
         // The body is the 201 envelope; the ETag is the one GET /boards/{id} shows (its 200 envelope's).
         const board = toBoard(row);
-        await answer.keep(tx, app.links.url(`/boards/${row.id}`), created(board), tagOf(reply, BoardEnvelope, ok(board)));
+        answerCreated(tx, reply, { location: app.links.url(`/boards/${row.id}`), body: created(board), etag: tagOf(reply, BoardEnvelope, ok(board)) });
       });
-      return answer.send();
+      return reply;
     },
   );
 

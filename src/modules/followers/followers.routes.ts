@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { bearer, optionalBearer } from '../../plugins/auth.js';
 import { Type } from 'typebox';
-import { createdAnswer } from '../../plugins/idempotency/index.js';
+import { answerCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
@@ -57,6 +57,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/users/:user_id/followers',
     {
+      config: { idempotent: true },
       schema: {
         operationId: 'createFollower',
         tags: ['followers'],
@@ -92,12 +93,11 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
       if (followerId === followeeId) throw AppError.badRequest('id', 'must not be the followed user: a user cannot follow themself');
       if (followerId !== caller.id && !(await users.exists(followerId, caller))) throw AppError.badRequest('id', 'names no user');
-      const answer = createdAnswer(request, reply);
-      await follow(app.store, followeeId, followerId, caller, (tx, follower) =>
-        answer.keep(tx, app.links.url(`/users/${followeeId}/followers/${followerId}`), toUser(follower, app.links)),
+      await follow(app.store, followeeId, followerId, caller, async (tx, follower) =>
+        answerCreated(tx, reply, { location: app.links.url(`/users/${followeeId}/followers/${followerId}`), body: toUser(follower, app.links) }),
       );
       app.fanout.schedule(); // the followee's posts, into the follower's feed entries
-      return answer.send();
+      return reply;
     },
   );
 

@@ -5,7 +5,7 @@ import { findCallerAndReadablePost, findReadablePost } from '../../db/hot-statem
 import type { PostRow } from '../../db/types.js';
 import { bearer, isSelfOrAdmin, optionalBearer, type Caller } from '../../plugins/auth.js';
 import { ifMatch, versionTags } from '../../shared/conditional.js';
-import { createdAnswer } from '../../plugins/idempotency/index.js';
+import { answerCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
@@ -223,6 +223,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/users/:user_id/posts',
     {
+      config: { idempotent: true },
       schema: {
         operationId: 'createPost',
         tags: ['posts'],
@@ -249,13 +250,12 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         if (!(await users.exists(ownerId, caller))) throw AppError.notFound('user');
         throw AppError.forbidden('Only the user may publish posts as themself');
       }
-      const answer = createdAnswer(request, reply);
-      const row = await createPost(app.store, app.postChanges, ownerId, request.body, (tx, post) => {
+      const row = await createPost(app.store, app.postChanges, ownerId, request.body, async (tx, post) => {
         const shown = toPost(post, app.links);
-        return answer.keep(tx, app.links.url(`/posts/${post.id}`), shown, postTag(shown));
+        answerCreated(tx, reply, { location: app.links.url(`/posts/${post.id}`), body: shown, etag: postTag(shown) });
       });
       if (!row) throw AppError.notFound('user');
-      return answer.send();
+      return reply;
     },
   );
 };

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { ReportRow } from '../../db/types.js';
 import { bearer, isAdmin, type Caller } from '../../plugins/auth.js';
-import { createdAnswer } from '../../plugins/idempotency/index.js';
+import { answerCreated } from '../../plugins/idempotency/index.js';
 import { bodyTag, ifMatch, tagOf } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
@@ -71,6 +71,7 @@ const reportsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/reports',
     {
+      config: { idempotent: true },
       schema: {
         operationId: 'createReport',
         tags: ['reports'],
@@ -98,11 +99,10 @@ const reportsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (found.ownerId === caller.id) {
         throw AppError.badRequest('subject.id', subject.type === 'user' ? 'is yourself: you may not report yourself' : `is your own ${subject.type}: you may not report it`);
       }
-      const answer = createdAnswer(request, reply);
-      await createReport(app.store, { reporterId: caller.id, subject: found, reason, comment }, (tx, row) =>
-        answer.keep(tx, app.links.url(`/reports/${row.id}`), toReport(row, app.links)),
+      await createReport(app.store, { reporterId: caller.id, subject: found, reason, comment }, async (tx, row) =>
+        answerCreated(tx, reply, { location: app.links.url(`/reports/${row.id}`), body: toReport(row, app.links) }),
       );
-      return answer.send();
+      return reply;
     },
   );
 

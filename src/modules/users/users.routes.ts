@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { bodyTag, ifMatch, tagOf } from '../../shared/conditional.js';
-import { createdAnswer } from '../../plugins/idempotency/index.js';
+import { answerCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage, textKeysetPage } from '../../shared/pagination.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
@@ -47,17 +47,16 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           409: problems[409]('The username is taken (case-insensitively)'),
         },
       },
-      config: { rateLimitPolicy: 'auth' },
+      config: { rateLimitPolicy: 'auth', idempotent: true },
     },
     async (request, reply) => {
-      const answer = createdAnswer(request, reply);
       await createUser(app.store, request.body, passwordHashMemoryKib, async (tx, id) => {
         // Read back as the public sees it: a new user has no posts, hidden or not.
         const row = await createUsersRepository(tx.db).findById(id, undefined);
         if (!row) throw AppError.notFound('user');
-        await answer.keep(tx, app.links.url(`/users/${id}`), toUser(row, app.links));
+        answerCreated(tx, reply, { location: app.links.url(`/users/${id}`), body: toUser(row, app.links) });
       });
-      return answer.send();
+      return reply;
     },
   );
 

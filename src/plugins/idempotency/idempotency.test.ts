@@ -1,7 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { Insertable } from 'kysely';
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { PUBLIC_URL, buildTestApp, call, write, type Response } from '../../../test/helpers/build-test-app.js';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { PUBLIC_URL, buildTestApp, call, testConfig, write, type Response } from '../../../test/helpers/build-test-app.js';
+import { buildApp } from '../../app.js';
+import type { Store } from '../../db/store.js';
+import { idempotencyKeys } from './idempotency.repository.js';
 import { signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { insertPost } from '../../../test/helpers/posts.js';
 import * as passwords from '../../shared/passwords.js';
@@ -209,7 +212,7 @@ describe('Idempotency-Key on sign-up', () => {
       body: answer.body,
     });
 
-  it('rolls the create back, answering 409, when another process kept an answer for the key while it ran', async () => {
+  it('rolls the create back and answers the kept answer, replayed, when another process kept one for the key while it ran', async () => {
     const app = await buildTestApp();
     const body = { username: 'lost_idem', password: 'correct horse battery' };
     const hold = holdHashes();
@@ -219,12 +222,14 @@ describe('Idempotency-Key on sign-up', () => {
     await keptElsewhere(app, 'lost', kept, await fingerprintOf(app, body));
     hold.release();
     const res = await running;
-    expect(res.statusCode).toBe(409);
-    expect(res.headers['retry-after']).toBe('1');
-    expect(res.json()).toMatchObject({ errors: [{ field: 'Idempotency-Key' }] });
+    expect(res.statusCode).toBe(201);
+    expect(res.headers['idempotent-replayed']).toBe('true');
+    expect(res.headers['retry-after']).toBeUndefined();
+    expect(res.headers.location).toBe(`${PUBLIC_URL}/users/9`);
+    expect(res.body).toBe('{"id":9}');
     expect(await count(app, 'users')).toBe(0);
     expect((await keyRows(app)).map((r) => [r.idempotency_key, r.status, r.body])).toEqual([['lost', 201, '{"id":9}']]);
-    // The retry gets the answer that was kept.
+    // So does a retry.
     const retried = await post(app, '/users', body, 'lost');
     expect(retried.statusCode).toBe(201);
     expect(retried.headers['idempotent-replayed']).toBe('true');
@@ -413,6 +418,83 @@ describe('Idempotency-Key on every creating POST', () => {
     }
     expect(await count(app, 'posts')).toBe(1);
     expect(await count(app, 'idempotency_keys')).toBe(1);
+  });
+});
+
+describe('Idempotency-Key in the create’s transaction', () => {
+  /** Another process on the same database: its own in-process state, the same rows (the store is the first's). */
+  async function secondProcess(app: FastifyInstance): Promise<FastifyInstance> {
+    const shared = Object.create(app.store, { close: { value: async () => {} } }) as Store;
+    const other = await buildApp(testConfig(), { store: shared, logger: false });
+    await other.ready();
+    onTestFinished(() => other.close());
+    return other;
+  }
+
+  /** Holds the first create that keeps an answer inside its transaction, after the keep and before the commit. */
+  function holdAfterKeep(): { kept: Promise<void>; release: () => void } {
+    const keep = idempotencyKeys.keep.bind(idempotencyKeys);
+    let release!: () => void;
+    let kept!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const keptPromise = new Promise<void>((resolve) => (kept = resolve));
+    const spy = vi.spyOn(idempotencyKeys, 'keep').mockImplementationOnce(async (...args) => {
+      const done = await keep(...args);
+      kept();
+      await gate;
+      return done;
+    });
+    onTestFinished(() => spy.mockRestore());
+    return { kept: keptPromise, release };
+  }
+
+  it('makes a repeat sent to another process while the first is still in its transaction wait, then replays the first', async () => {
+    const app = await buildTestApp();
+    const other = await secondProcess(app);
+    const a = await signUp(app);
+    const body = { title: 'Once', content: 'Held open' };
+    const hold = holdAfterKeep();
+    const first = post(app, `/users/${a.id}/posts`, body, 'held', a.token);
+    await hold.kept;
+    // Nothing is committed yet: the other process finds no answer and runs; PostgreSQL makes it wait on the rows the
+    // first holds, SQLite's one writer queues it behind the first.
+    const repeat = post(other, `/users/${a.id}/posts`, body, 'held', a.token);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await count(app, 'posts')).toBe(0);
+    hold.release();
+    const [done, again] = await Promise.all([first, repeat]);
+    expect(done.statusCode).toBe(201);
+    expectSameAnswer(again, done);
+    expect(again.headers['retry-after']).toBeUndefined();
+    expect(await count(app, 'posts')).toBe(1);
+    const author = await app.db.selectFrom('users').select('post_count').where('id', '=', a.id).executeTakeFirstOrThrow();
+    expect(Number(author.post_count)).toBe(1);
+    expect(await keyRows(app)).toMatchObject([{ caller_id: a.id, target: `POST /users/${a.id}/posts`, idempotency_key: 'held', status: 201, body: done.body }]);
+  });
+
+  it('keeps neither the post nor its key when the transaction fails after the answer was kept, and a retry runs', async () => {
+    const app = await buildTestApp();
+    const a = await signUp(app);
+    const body = { title: 'Crash', content: 'Before the commit' };
+    const keep = idempotencyKeys.keep.bind(idempotencyKeys);
+    const spy = vi.spyOn(idempotencyKeys, 'keep').mockImplementationOnce(async (...args) => {
+      expect(await keep(...args)).toBe(true);
+      throw new Error('the process died between the kept answer and COMMIT');
+    });
+    onTestFinished(() => spy.mockRestore());
+    const failed = await post(app, `/users/${a.id}/posts`, body, 'crash', a.token);
+    expect(failed.statusCode).toBe(500);
+    expect(failed.headers.location).toBeUndefined();
+    expect(failed.headers.etag).toBeUndefined();
+    expect(await keyRows(app)).toEqual([]);
+    expect(await count(app, 'posts')).toBe(0);
+
+    const retried = await post(app, `/users/${a.id}/posts`, body, 'crash', a.token);
+    expect(retried.statusCode).toBe(201);
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
+    expect(await count(app, 'posts')).toBe(1);
+    expect(await keyRows(app)).toMatchObject([{ idempotency_key: 'crash', status: 201, body: retried.body, location: retried.headers.location }]);
+    expectSameAnswer(await post(app, `/users/${a.id}/posts`, body, 'crash', a.token), retried);
   });
 });
 

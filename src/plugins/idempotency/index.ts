@@ -4,7 +4,6 @@ import type { FastifyReply, FastifyRequest, onSendAsyncHookHandler, preHandlerAs
 import type { Store, Tx } from '../../db/store.js';
 import { entityTag } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
-import { routeTraits } from '../route-docs.js';
 import { idempotencyKeys, type KeptAnswer, type KeyRow, type KeyScope } from './idempotency.repository.js';
 import { fingerprint, parseIdempotencyKey } from './key.js';
 
@@ -16,7 +15,7 @@ import { fingerprint, parseIdempotencyKey } from './key.js';
  * true`), refused (422: the key came with another body; 409: its first request is still running), or run.
  *
  * The answer is kept in the database, written once the request has one, with no row for the key before then:
- * - the handler keeps its 201 inside the create's own transaction (`createdAnswer`): a crash leaves both the new
+ * - the handler settles its 201 inside the create's own transaction (`answerCreated`): a crash leaves both the new
  *   resource and its kept answer, or neither, and nothing that would hold the key after a crash;
  * - any other answer is settled as it is sent (onSend). 4xx answers are kept too, as the draft keeps the first
  *   answer whatever it is: a retry gets the same 403, 404 or 409 instead of a different outcome later. Except 401
@@ -27,9 +26,10 @@ import { fingerprint, parseIdempotencyKey } from './key.js';
  * "Still running" is known in process: each process remembers the keys its running requests hold (`running`),
  * so a repeat to the same process is a 409 at once. Exactly once holds across processes too, through the unique
  * index: a repeat that reached another process while the first ran finds no answer and runs, but when it comes to
- * keep its own it finds the first's, and its create rolls back (409: a retry gets the replay). Its answer other
- * than a 201 (say, the 409 of a username the first request took meanwhile) becomes the first's answer, replayed,
- * when both came with the same body.
+ * keep its own it finds the first's (on PostgreSQL it waits for the first's transaction to end, on SQLite the one
+ * writer has ordered them), its create rolls back, and it answers the first's answer, replayed. So does its answer
+ * other than a 201 (say, the 409 of a username the first request took meanwhile), when both came with the same
+ * body.
  */
 
 const PURGE_BATCH = 1000;
@@ -43,11 +43,20 @@ interface KeyState {
   fingerprint: string;
   /** Set once the request runs under the key (no answer was kept for it): where and since when. */
   running?: { scope: KeyScope; startedAt: string };
-  /** The answer is kept (in the create's transaction), or the create was refused for a key kept meanwhile. */
+  /** The answer is kept (in the create's transaction), or settled as it was sent. */
   settled: boolean;
+  /** The create rolled back: another process kept an answer for the key while it ran. */
+  lost?: boolean;
 }
 
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * A POST that creates (CONTRACT §6.2): an `Idempotency-Key` sent with it is kept with its answer and replayed.
+     * On any other POST (sign-in) a key is validated and has no effect.
+     */
+    idempotent?: boolean;
+  }
   interface FastifyRequest {
     /** Set when the request carries a valid Idempotency-Key on a route where it matters. */
     idempotency: KeyState | null;
@@ -98,50 +107,47 @@ const headerText = (reply: FastifyReply, name: string): string | undefined => {
   return value === undefined ? undefined : String(value);
 };
 
-/** The answer to a create, built inside its transaction (see `createdAnswer`). */
-export interface CreatedAnswer {
-  /**
-   * Call inside the create's transaction once the resource exists: sets 201, `Location` and `ETag`, serializes
-   * `body`, and with an Idempotency-Key keeps that answer in the same transaction. When another process kept an
-   * answer for the key meanwhile, the create rolls back with a 409. The ETag is the one a GET of `location` by the
-   * same caller shows: `etag` when the route's GET tags otherwise, else a hash of the body sent, which is then the
-   * GET's body too.
-   */
-  keep(tx: Tx, location: string, body: unknown, etag?: string): Promise<void>;
-  /** Sends the answer kept by `keep` (after the transaction committed); the handler returns what this returns. */
-  send(): FastifyReply;
+/**
+ * What a create answers: 201 with `Location` and the new resource's representation as `body`. `etag` is the tag a
+ * GET of `location` by the same caller shows, when that GET tags otherwise than by a hash of the body sent.
+ */
+export interface Created {
+  location: string;
+  body: unknown;
+  etag?: string;
 }
 
-/** The answer of a creating handler; see `CreatedAnswer`. */
-export function createdAnswer(request: FastifyRequest, reply: FastifyReply): CreatedAnswer {
-  let payload: string | undefined;
-  return {
-    async keep(tx, location, body, etag) {
-      reply.code(201).header('location', location).type(JSON_TYPE);
-      // The route's own response serializer: the bytes kept are the bytes sent.
-      const serialized = reply.serialize(body);
-      if (typeof serialized !== 'string') throw new Error('the JSON serializer answered bytes, not text');
-      payload = serialized;
-      const tag = etag ?? entityTag(serialized);
-      reply.header('etag', tag);
-      const state = request.idempotency;
-      if (!state?.running) return;
-      const answer: KeptAnswer = { status: 201, contentType: JSON_TYPE, location, etag: tag, body: serialized };
+/**
+ * Settles a create's answer inside its transaction, once the resource exists: sets 201, `Location` and `ETag` and
+ * serializes `created.body` with the route's own serializer (the bytes kept are the bytes sent). With an
+ * Idempotency-Key, a before-commit step keeps that answer in the same transaction, so a crash leaves both the
+ * resource and its kept answer or neither; when another process kept an answer for the key meanwhile, the create
+ * rolls back with a 409. The answer is sent once the transaction has committed: the handler returns `reply`.
+ */
+export function answerCreated(tx: Tx, reply: FastifyReply, created: Created): void {
+  // The status first: the route's serializer is the one of its 201. Location and ETag are set once committed, so
+  // that an error answer (the transaction failed after this) does not carry them.
+  const body = reply.code(201).serialize(created.body);
+  if (typeof body !== 'string') throw new Error('the JSON serializer answered bytes, not text');
+  const etag = created.etag ?? entityTag(body);
+  const request = reply.request;
+  const state = request.idempotency;
+  if (state?.running) {
+    const { scope, startedAt } = state.running;
+    const answer: KeptAnswer = { status: 201, contentType: JSON_TYPE, location: created.location, etag, body };
+    tx.beforeCommit(async () => {
       const expiresAt = iso(Date.now() + request.server.config.idempotencyTtlSeconds * 1000);
-      const { scope, startedAt } = state.running;
-      if (!(await idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, expiresAt))) {
-        state.settled = true;
-        throw stillRunning();
-      }
-      tx.afterCommit(() => {
-        state.settled = true;
-      });
-    },
-    send() {
-      if (payload === undefined) throw new Error('createdAnswer: keep() was not called inside the create transaction');
-      return reply.send(payload);
-    },
-  };
+      if (await idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, expiresAt)) return;
+      // Another process kept an answer for the key while this one ran (on PostgreSQL this statement waited for its
+      // commit): this create rolls back, and the answer becomes that one's replay (settle).
+      state.lost = true;
+      throw stillRunning();
+    });
+    tx.afterCommit(() => {
+      state.settled = true;
+    });
+  }
+  tx.afterCommit(() => void reply.code(201).header('location', created.location).header('etag', etag).type(JSON_TYPE).send(body));
 }
 
 /** The secret that keys body fingerprints, shared by every process on the database (like the cursor secret). */
@@ -231,8 +237,11 @@ export default fp(
         body: payload,
       };
       try {
-        const kept = await store.transaction((tx) => idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, iso(Date.now() + ttlMs)));
-        if (kept) return payload;
+        // A create that lost its key has nothing of its own to keep: its 409 becomes the replay of the key's answer.
+        if (!state.lost) {
+          const kept = await store.transaction((tx) => idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, iso(Date.now() + ttlMs)));
+          if (kept) return payload;
+        }
         // With another body, this request's own answer stands (it created nothing); a retry of it is a 422.
         const first = await idempotencyKeys.find(store, scope);
         if (!liveAnswer(first, startedAt) || first.fingerprint !== state.fingerprint) return payload;
@@ -247,12 +256,9 @@ export default fp(
 
     app.addHook('onRoute', (route) => {
       if ([route.method].flat().join() !== 'POST') return;
-      if (route.url === '/tokens') {
-        route.preValidation = [readKey(false), ...[route.preValidation ?? []].flat()];
-        return;
-      }
-      if (!routeTraits('POST', route.url, {}).idempotentCreate) return;
-      route.preValidation = [readKey(true), ...[route.preValidation ?? []].flat()];
+      const idempotent = route.config?.idempotent === true;
+      route.preValidation = [readKey(idempotent), ...[route.preValidation ?? []].flat()];
+      if (!idempotent) return;
       route.preHandler = [...[route.preHandler ?? []].flat(), lookUp];
       // First of the route's onSend hooks, so it sees the serialized body before compression does.
       route.onSend = [settle, ...[route.onSend ?? []].flat()];
