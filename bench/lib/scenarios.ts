@@ -446,10 +446,11 @@ function safetyScenarios(ctx: ScenarioContext, createPost: RequestSpec): Scenari
 export function targets(backend: Backend, growthPosts?: number, posts?: number): TargetSpec[] {
   const db = backend === 'sqlite' ? 'better-sqlite3' : 'pg';
   const list: TargetSpec[] = [
-    { title: `GET /posts/{id} ≥ 0.80 × bare Fastify + ${db} point read`, scenario: 'get-post', baseline: `baseline-${backend}-read`, min: 0.8 },
+    // Issue 45 made issue 21's 0.80 line a floor: the per-answer work of the contract (log, metrics, ETag, compression check) stays.
+    { title: `GET /posts/{id} ≥ 0.70 × bare Fastify + ${db} point read (floor)`, scenario: 'get-post', baseline: `baseline-${backend}-read`, min: 0.7 },
     { title: 'GET /posts/{id} with a bearer token ≥ 0.85 × anonymous', scenario: 'get-post-auth', baseline: 'get-post', min: 0.85 },
     { title: 'GET /posts deep page ≥ 0.90 × first page', scenario: 'list-posts-deep', baseline: 'list-posts-first', min: 0.9 },
-    { title: 'Feed (following 1,000 users) ≥ 0.20 × GET /posts/{id}', scenario: 'feed', baseline: 'get-post', min: 0.2, unlikeResponses: true },
+    { title: 'Feed (following 1,000 users) ≥ 0.30 × GET /posts/{id} (issue 45; 0.20 before)', scenario: 'feed', baseline: 'get-post', min: 0.3, unlikeResponses: true },
     { title: 'Search, a common word ≥ 0.80 × a rare word', scenario: 'search-common', baseline: 'search-rare', min: 0.8 },
     { title: 'Search, deep page ≥ 0.90 × first page', scenario: 'search-deep', baseline: 'search-common', min: 0.9 },
     // Issue 44's targets against the listings.
@@ -459,9 +460,8 @@ export function targets(backend: Backend, growthPosts?: number, posts?: number):
     { title: 'GET /users?q= (a prefix of 1,111 users) ≥ 0.80 × GET /users first page', scenario: 'search-users', baseline: 'list-users-first', min: 0.8 },
     { title: 'GET /users?q= (a name of 11 users) ≥ 0.80 × GET /users first page', scenario: 'search-users-rare', baseline: 'list-users-first', min: 0.8 },
   ];
-  if (backend === 'sqlite') {
-    list.push({ title: 'POST /users/{id}/posts (10 followers) ≥ 0.50 × bare Fastify + better-sqlite3 insert', scenario: 'create-post', baseline: 'baseline-sqlite-insert', min: 0.5 });
-  }
+  // Issue 45 states the create target on both backends (issue 21 had it on SQLite only).
+  list.push({ title: `POST /users/{id}/posts (10 followers) ≥ 0.50 × bare Fastify + ${db} insert`, scenario: 'create-post', baseline: `baseline-${backend}-insert`, min: 0.5 });
   list.push({
     title: `POST /users/{id}/posts by 1,000 authors (10–100 followers) ≥ 0.50 × bare Fastify + ${db} insert`,
     scenario: 'create-post-many',
