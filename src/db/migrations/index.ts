@@ -15,7 +15,6 @@ import * as notifications from './20261127T1400_notifications.js';
 import * as feedBackfill from './20261127T1510_feed_backfill.js';
 import * as userWords from './20261127T1530_user_words.js';
 import * as postSearchMerge from './20261127T1531_post_search_merge.js';
-import * as notificationCreatedByStatement from './20261127T1610_notification_created_by_statement.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -38,5 +37,4 @@ export const migrations: Record<string, Migration> = {
   '20261127T1510_feed_backfill': feedBackfill,
   '20261127T1530_user_words': userWords,
   '20261127T1531_post_search_merge': postSearchMerge,
-  '20261127T1610_notification_created_by_statement': notificationCreatedByStatement,
 };

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type { Database, NotificationRow, NotificationType, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
@@ -130,36 +129,12 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .execute();
     },
 
-    /**
-     * Writes notifications and logs them for the streams (CONTRACT §7, §10) in the caller's transaction: one bump of
-     * `notification_position` by the number of rows and one multi-row insert of their `created` events, instead of
-     * a trigger doing both for each row (see 20261127T1610_notification_created_by_statement.ts). The bump locks the
-     * position row until the transaction ends, so event ids follow commit order without gaps. Every notification is
-     * written here: a row inserted anywhere else would reach no stream.
-     */
     async insert(rows: ReadonlyArray<{ recipient_id: number; actor_id: number; type: NotificationType; post_id?: number; reply_id?: number }>): Promise<void> {
       if (rows.length === 0) return;
       const created_at = new Date().toISOString();
-      const inserted = await db
+      await db
         .insertInto('notifications')
         .values(rows.map((row) => ({ post_id: null, reply_id: null, ...row, created_at })))
-        .returning(['id', 'recipient_id'])
-        .execute();
-      const tag = randomBytes(6).toString('hex');
-      const position = await db
-        .updateTable('notification_position')
-        .set((eb) => ({ last_id: eb('last_id', '+', inserted.length), tag }))
-        .where('id', '=', 1)
-        .returning('last_id')
-        .executeTakeFirstOrThrow();
-      const first = Number(position.last_id) - inserted.length + 1;
-      await db
-        .insertInto('notification_events')
-        .values(
-          [...inserted]
-            .sort((a, b) => Number(a.id) - Number(b.id))
-            .map((row, i) => ({ id: first + i, kind: 'created', notification_id: row.id, recipient_id: row.recipient_id, tag, created_at })),
-        )
         .execute();
     },
 

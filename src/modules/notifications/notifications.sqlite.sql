@@ -217,13 +217,6 @@ insert into "notification_markers" ("user_id", "last_read_id")
 
 -- insert
 insert into "notifications" ("post_id", "reply_id", "recipient_id", "actor_id", "type", "created_at")
-  values (?, ?, ?, ?, ?, ?)
-  returning "id", "recipient_id";
-update "notification_position"
-  set "last_id" = "last_id" + ?, "tag" = ?
-  where "id" = ?
-  returning "last_id";
-insert into "notification_events" ("id", "kind", "notification_id", "recipient_id", "tag", "created_at")
   values (?, ?, ?, ?, ?, ?);
 
 -- mentioned
