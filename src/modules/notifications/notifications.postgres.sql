@@ -16,7 +16,7 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
-  or exists (select "posts"."id"
+  or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
   and (("posts"."visibility" = $4
@@ -36,7 +36,7 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   and not exists (select "blocks"."id"
   from "blocks"
   where "blocks"."blocked_id" = $9
-  and "blocks"."blocker_id" = "posts"."owner_id")))))) is true
+  and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
   order by "notifications"."id" desc
   limit 21;
 
@@ -56,7 +56,7 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
-  or exists (select "posts"."id"
+  or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
   and (("posts"."visibility" = $4
@@ -76,7 +76,7 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   and not exists (select "blocks"."id"
   from "blocks"
   where "blocks"."blocked_id" = $9
-  and "blocks"."blocker_id" = "posts"."owner_id")))))) is true
+  and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
   and "notifications"."id" < $10
   and "notifications"."type" in ($11, $12)
   order by "notifications"."id" desc
@@ -98,7 +98,7 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
-  or exists (select "posts"."id"
+  or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
   and (("posts"."visibility" = $4
@@ -118,7 +118,7 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   and not exists (select "blocks"."id"
   from "blocks"
   where "blocks"."blocked_id" = $9
-  and "blocks"."blocker_id" = "posts"."owner_id")))))) is true
+  and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
   and "notifications"."id" = $10;
 
 -- findVisibleMany
@@ -137,7 +137,7 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
-  or exists (select "posts"."id"
+  or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
   and (("posts"."visibility" = $4
@@ -157,7 +157,7 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   and not exists (select "blocks"."id"
   from "blocks"
   where "blocks"."blocked_id" = $9
-  and "blocks"."blocker_id" = "posts"."owner_id")))))) is true
+  and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
   and "notifications"."id" in ($10, $11)
   and "notifications"."type" in ($12);
 
@@ -178,7 +178,7 @@ select count(*) as "n"
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
-  or exists (select "posts"."id"
+  or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
   and (("posts"."visibility" = $4
@@ -198,7 +198,7 @@ select count(*) as "n"
   and not exists (select "blocks"."id"
   from "blocks"
   where "blocks"."blocked_id" = $9
-  and "blocks"."blocker_id" = "posts"."owner_id")))))) is true
+  and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
   and "notifications"."id" > $10
   order by "notifications"."id"
   limit 1001) as "unread";

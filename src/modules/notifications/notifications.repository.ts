@@ -34,8 +34,12 @@ export const UNREAD_COUNT_CAP = 1000;
  * correlated to the notification's post), both rules of src/shared/visibility.ts. Every read of notifications (a
  * page, one by id, the marker's unread count, the stream) starts here.
  *
- * The condition is tested with `IS TRUE`, as the posts list does (posts.repository.ts): left bare, SQLite may answer
- * the OR with one index per branch and a sort, instead of walking `(recipient_id, id)` and filtering each row.
+ * The post check is a scalar subquery per row (`(select true from posts where posts.id = notifications.post_id and
+ * …) is true`), not `exists`: PostgreSQL may turn an `exists` under an OR into a hashed subplan that reads every
+ * visible post before the first notification, while a scalar subquery is always one probe of `posts` by its key for
+ * each row the `(recipient_id, id)` range yields. The whole condition is tested with `IS TRUE`, as the posts list
+ * does (posts.repository.ts): left bare, SQLite may answer the OR with one index per branch and a sort, instead of
+ * walking `(recipient_id, id)` and filtering each row.
  */
 export function visibleNotifications(db: Kysely<Database>, recipient: Recipient) {
   return db
@@ -47,12 +51,14 @@ export function visibleNotifications(db: Kysely<Database>, recipient: Recipient)
         eb.parens(
           eb.or([
             eb('notifications.post_id', 'is', null),
-            eb.exists(
+            eb(
               eb
                 .selectFrom('posts')
-                .select('posts.id')
+                .select(sql.lit(true).as('seen'))
                 .whereRef('posts.id', '=', 'notifications.post_id')
                 .where((inner) => visibleTo(recipient)(inner)),
+              'is',
+              sql.lit(true),
             ),
           ]),
         ),

@@ -667,4 +667,24 @@ describe('notification streams (Accept: text/event-stream)', () => {
     ]);
     expect(Number((await app.db.selectFrom('notification_position').select('last_id').executeTakeFirstOrThrow()).last_id)).toBe(3);
   });
+
+  it('the log of a post naming several users: one created event each, numbered on from the position without gaps', async () => {
+    const app = await buildTestApp();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const carl = await signUp(app);
+    const dora = await signUp(app);
+    await follow(app, bob, ann);
+    await publish(app, ann, `@${bob.username} @${carl.username} @${dora.username}`);
+    await follow(app, carl, ann);
+    const log = await app.db.selectFrom('notification_events').select(['id', 'kind', 'notification_id', 'recipient_id', 'tag']).orderBy('id').execute();
+    const rows = await app.db.selectFrom('notifications').select(['id', 'recipient_id']).orderBy('id').execute();
+    expect(log.map((row) => Number(row.id))).toEqual([1, 2, 3, 4, 5]);
+    expect(log.every((row) => row.kind === 'created')).toBe(true);
+    expect(log.map((row) => [Number(row.notification_id), Number(row.recipient_id)])).toEqual(rows.map((row) => [Number(row.id), Number(row.recipient_id)]));
+    expect(log.map((row) => Number(row.recipient_id))).toEqual([ann.id, bob.id, carl.id, dora.id, ann.id]);
+    const end = await app.db.selectFrom('notification_position').select(['last_id', 'tag']).executeTakeFirstOrThrow();
+    expect(Number(end.last_id)).toBe(5);
+    expect(end.tag).toBe(log[4]!.tag);
+  });
 });
