@@ -12,6 +12,7 @@ import * as safety from './20261127T1100_safety.js';
 import * as reports from './20261127T1200_reports.js';
 import * as search from './20261127T1300_search.js';
 import * as notifications from './20261127T1400_notifications.js';
+import * as streamEventXids from './20261127T1500_stream_event_xids.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '20261127T1200_reports': reports,
   '20261127T1300_search': search,
   '20261127T1400_notifications': notifications,
+  '20261127T1500_stream_event_xids': streamEventXids,
 };
