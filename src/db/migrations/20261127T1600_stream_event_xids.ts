@@ -6,8 +6,8 @@ import { PostgresAdapter, sql, type Kysely } from 'kysely';
 // from the one row of `stream_position` (an UPDATE that held the row's lock until the commit, so post commits of the
 // whole service went one at a time): its id comes from a sequence (unique, not in commit order), and the row
 // records its writing transaction's id (`xid`, pg_current_xact_id()). Readers deliver in (xid, id) order and only
-// below the horizon pg_snapshot_xmin(pg_current_snapshot()), below which every transaction has ended: nothing can
-// commit there any more, so a reader that went past an event never misses one before it. See
+// below a horizon under which no transaction of this database is still open: nothing can commit there any more,
+// so a reader that went past an event never misses one before it. See
 // src/modules/streams/events.ts.
 //
 // SQLite's single writer already orders commits: its events keep drawing their id from `stream_position`, and

@@ -58,14 +58,14 @@ export const TAG_PATTERN = '[0-9a-f]{12}';
  *
  * Delivery follows commit order without a row every writer waits on (issue 45). On PostgreSQL the row takes its id
  * from a sequence and records its transaction's id (`xid`, pg_current_xact_id(), both column defaults). Readers take
- * events in (xid, id) order, and only those whose xid is below the horizon pg_snapshot_xmin(pg_current_snapshot()):
- * every transaction below it has ended, so no event can ever commit there any more, and a reader that went past an
+ * events in (xid, id) order, and only those whose xid is below the horizon (HORIZON, below): no event of this
+ * database can ever commit there any more, so a reader that went past an
  * event never misses one before it: no gap, no duplicate, resumable from any kept id (the transactional-outbox
  * reader). Writers no longer wait on each other at all: until issue 45 the id came from the one row of
  * `stream_position`, bumped by UPDATE … RETURNING and locked until the commit, so post commits of the whole service
  * (every process) went one at a time. The price is on the reading side: an event is delivered only once every
- * transaction that began writing before its own has ended, so a long transaction elsewhere (any that wrote, not only
- * post writes; bounded by idle_in_transaction_session_timeout and statement_timeout where set) holds deliveries back
+ * transaction of this database that began writing before its own has ended, so a long transaction (any that wrote,
+ * not only post writes; bounded by idle_in_transaction_session_timeout and statement_timeout where set) holds deliveries back
  * that long; the hub polls the horizon meanwhile (see StreamHub.pump). Figures: bench/README.md, decision table.
  *
  * SQLite's single writer already orders commits: its events keep drawing gapless ids from `stream_position` (the
@@ -183,7 +183,7 @@ export function createEventsRepository(db: Kysely<Database>) {
       const row = await db
         .selectFrom('stream_events')
         .select('id')
-        .where(sql<boolean>`xid >= pg_snapshot_xmin(pg_current_snapshot())`)
+        .where(sql<boolean>`xid >= ${HORIZON}`)
         .limit(1)
         .executeTakeFirst();
       return row !== undefined;
@@ -206,7 +206,9 @@ export function createEventsRepository(db: Kysely<Database>) {
         const log = await end();
         return log.position === START && log.clientId === `0-${resume.tag}`;
       }
-      const kept = await events().select('tag').where(sql<boolean>`(xid, id) = ${at(position)}`).executeTakeFirst();
+      // Not limited to the horizon: a client holds an event's id only once it was delivered, below the horizon then
+      // (which may step back briefly on PostgreSQL, see HORIZON), and the tag is not guessable.
+      const kept = await db.selectFrom('stream_events').select('tag').where(sql<boolean>`(xid, id) = ${at(position)}`).executeTakeFirst();
       return kept?.tag === resume.tag;
     },
     /** The current rows of these posts (those that still exist), by id. */
@@ -308,8 +310,32 @@ export async function adoptRestoredLog(db: Kysely<Database>): Promise<number> {
   return Number(result.numAffectedRows ?? 0);
 }
 
+/**
+ * PostgreSQL: the horizon, the xid below which no event of this database can commit any more, as seen by the
+ * statement it is part of (pg_current_snapshot() is the statement's snapshot, the one its reads of stream_events
+ * see). It must be in the same statement as those reads.
+ *
+ * pg_snapshot_xmin would do, but it is the cluster's: a transaction that wrote in any database of the server (another
+ * service's, a CREATE DATABASE, a long load) would hold our deliveries back as long. So the horizon is the smallest
+ * xid the snapshot lists as in progress, leaving out those that pg_stat_activity shows as the transaction of a
+ * backend connected to another database; if none is left, the snapshot's xmax. Why that is safe: an event not seen
+ * by the snapshot was written either by a transaction at or above xmax (above the horizon), or by one the snapshot
+ * lists as in progress. A listed xid left out belongs to a backend of another database, which cannot write our
+ * tables (a backend never changes database, an xid names one transaction), so no event will ever commit with it.
+ * Every other listed xid is kept: ours, a prepared transaction, one whose backend has ended since, or one whose
+ * backend_xid we may not see (pg_stat_activity hides it from a role without pg_read_all_stats for other roles'
+ * sessions: the horizon then falls back to the cluster's for those). So no event can later appear below an event a
+ * reader took: no gap, no duplicate. An xid whose transaction ends between the snapshot and the read of
+ * pg_stat_activity is kept, so the horizon can step back briefly; readers never go back (they read after where they
+ * are), and `resumable` does not depend on it.
+ */
+const HORIZON = sql`(select coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
+  from pg_snapshot_xip(pg_current_snapshot()) as x
+  where not exists (select 1 from pg_stat_activity a
+    where a.backend_xid = xid(x) and a.datid <> (select oid from pg_database where datname = current_database())))`;
+
 /** Events readers may take: on PostgreSQL those below the horizon, whose transactions, and all before them, ended. */
-const readableEvents = (pg: boolean) => (pg ? sql<boolean>`xid < pg_snapshot_xmin(pg_current_snapshot())` : sql<boolean>`1 = 1`);
+const readableEvents = (pg: boolean) => (pg ? sql<boolean>`xid < ${HORIZON}` : sql<boolean>`1 = 1`);
 
 /**
  * Deletes the events written before `before` (ISO time), in a transaction of its own: every event up to the newest

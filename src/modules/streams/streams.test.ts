@@ -1,9 +1,11 @@
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
+import { sql } from 'kysely';
+import pg from 'pg';
 import { describe, expect, it, vi } from 'vitest';
 import { buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
-import { backend } from '../../../test/helpers/database.js';
+import { backend, testDatabaseName } from '../../../test/helpers/database.js';
 import { createAdmin, signUp } from '../../../test/helpers/factories.js';
 import { purgeEvents, START } from './events.js';
 import { MAX_BACKLOG_BYTES, type Subscriber } from './hub.js';
@@ -14,8 +16,8 @@ describe('stream event log', () => {
     app.db.selectFrom('stream_events').select(['id', 'kind', 'post_id', 'visibility', 'previous_visibility']).orderBy('xid').orderBy('id').execute();
 
   /**
-   * Until every event written is readable: on PostgreSQL the horizon is the cluster's, so a transaction open
-   * elsewhere on the server (another database's included) holds events back for as long (see events.ts).
+   * Until every event written is readable: on PostgreSQL a transaction of this database still open holds events
+   * back for as long (see HORIZON in events.ts).
    */
   const settled = (app: Awaited<ReturnType<typeof buildTestApp>>) =>
     vi.waitFor(async () => expect(await app.streams['events'].waiting()).toBe(false), { timeout: 10_000, interval: 20 });
@@ -226,6 +228,45 @@ describe('stream event log', () => {
     expect(await app.streams['events'].resumable({ xid: a!.xid, id: a!.id, tag: a!.tag })).toBe(true);
     expect((await app.streams['events'].after(a!.position, 10)).map((e) => e.id)).toEqual([b!.id]);
     expect(await app.streams['events'].end()).toEqual({ position: b!.position, clientId: `${b!.xid}.${b!.id}-${b!.tag}` });
+  });
+
+  // The horizon is this database's: a transaction that wrote in another database of the same server (another
+  // service, another test worker, a CREATE DATABASE) does not hold our events back, as pg_snapshot_xmin would.
+  it.runIf(backend === 'postgres')('PostgreSQL: a transaction open in another database does not hold deliveries back', async () => {
+    const app = await buildTestApp();
+    await app.ready();
+    const ann = await signUp(app);
+    const base = new URL(process.env.TEST_DATABASE_URL!);
+    const name = testDatabaseName(base.pathname.slice(1), `${process.env.VITEST_POOL_ID ?? '0'}_other`);
+    const admin = new pg.Client({ connectionString: base.toString() });
+    await admin.connect();
+    await admin.query(`drop database if exists ${name}`);
+    await admin.query(`create database ${name}`);
+    const url = new URL(base);
+    url.pathname = `/${name}`;
+    const other = new pg.Client({ connectionString: url.toString() });
+    await other.connect();
+    try {
+      await other.query('begin');
+      const { rows } = await other.query<{ xid: string }>('select pg_current_xact_id()::text as xid');
+      const created = await call(app, 'POST', `/users/${ann.id}/posts`, { token: ann.token, body: { title: 't', content: 'c' } });
+      expect(created.statusCode).toBe(201);
+      // The cluster's horizon is held back by the other database's transaction (so this test means something)...
+      const held = await sql<{ xmin: string }>`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin`.execute(app.db);
+      expect(BigInt(held.rows[0]!.xmin)).toBeLessThanOrEqual(BigInt(rows[0]!.xid));
+      // ...ours is not: the event is readable, with that transaction still open.
+      await vi.waitFor(async () => expect((await app.streams['events'].after(START, 10)).map((e) => e.postId)).toEqual([created.json().id]), {
+        timeout: 1_000,
+        interval: 20,
+      });
+      expect(await app.streams['events'].waiting()).toBe(false);
+      expect((await other.query<{ open: string }>('select pg_current_xact_id()::text as open')).rows[0]!.open).toBe(rows[0]!.xid);
+    } finally {
+      await other.query('rollback').catch(() => undefined);
+      await other.end();
+      await admin.query(`drop database if exists ${name}`);
+      await admin.end();
+    }
   });
 
   it('answers JSON without Accept: text/event-stream, and a HEAD gets a stream\'s headers without opening one', async () => {
