@@ -323,8 +323,9 @@ export async function adoptRestoredLog(db: Kysely<Database>): Promise<number> {
  * lists as in progress. A listed xid left out belongs to a backend of another database, which cannot write our
  * tables (a backend never changes database, an xid names one transaction), so no event will ever commit with it.
  * Every other listed xid is kept: ours, a prepared transaction, one whose backend has ended since, or one whose
- * backend_xid we may not see (pg_stat_activity hides it from a role without pg_read_all_stats for other roles'
- * sessions: the horizon then falls back to the cluster's for those). So no event can later appear below an event a
+ * backend_xid we may not see (PostgreSQL 15 shows datid and backend_xid of every session to every role, the
+ * query text only to the session's role or pg_read_all_stats; should a server hide them, the horizon falls back to
+ * the cluster's for those xids). So no event can later appear below an event a
  * reader took: no gap, no duplicate. An xid whose transaction ends between the snapshot and the read of
  * pg_stat_activity is kept, so the horizon can step back briefly; readers never go back (they read after where they
  * are), and `resumable` does not depend on it.
