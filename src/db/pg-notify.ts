@@ -7,9 +7,38 @@ import type { Database } from './types.js';
  * CONTRACT §7). Payloads are references, never bodies: NOTIFY carries at most 8,000 bytes.
  */
 
-/** Queues a notification inside the current transaction: PostgreSQL delivers it only if and when that commits. */
-export async function notifyInTransaction(db: Kysely<Database>, channel: string, payload: string): Promise<void> {
-  await sql`select pg_notify(${channel}, ${payload})`.execute(db);
+export interface Notifier {
+  /** Sends an empty notification on the channel, soon: a reference, the listeners read what committed. */
+  notify(): void;
+}
+
+/**
+ * Notifies on `channel` from the pool, in a statement of its own, after the writes it tells of have committed, and
+ * never inside them: a transaction that notified takes a lock global to the database at its commit, so NOTIFY in
+ * every write transaction would make their commits go one at a time (issue 45). At most one is in flight per
+ * process: calls while one is sent make one more after it, so a burst of commits costs two notifications, not one
+ * each. A failure is only reported: listeners also poll.
+ */
+export function afterCommitNotifier(db: Kysely<Database>, channel: string, onError: (error: unknown) => void): Notifier {
+  let sending = false;
+  let again = false;
+  const send = () => {
+    sending = true;
+    again = false;
+    sql`select pg_notify(${channel}, '')`
+      .execute(db)
+      .catch(onError)
+      .finally(() => {
+        sending = false;
+        if (again) send();
+      });
+  };
+  return {
+    notify() {
+      if (sending) again = true;
+      else send();
+    },
+  };
 }
 
 export interface Listener {

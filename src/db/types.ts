@@ -161,7 +161,10 @@ export interface FeedBackfillTable {
 
 /** The durable log of post events that live streams replay (see src/modules/streams/events.ts). */
 export interface StreamEventsTable {
-  id: number;
+  /** PostgreSQL: from a sequence (unique, not in commit order); SQLite: from `stream_position` (commit order). */
+  id: Generated<number>;
+  /** PostgreSQL: the writing transaction's id (xid8, read as text); SQLite: 0. Events go out in (xid, id) order. */
+  xid: Generated<string | number>;
   kind: 'created' | 'updated' | 'deleted';
   post_id: number;
   owner_id: number;

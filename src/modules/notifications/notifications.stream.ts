@@ -9,8 +9,8 @@ import type { Caller } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
 import { hashToken } from '../../shared/tokens.js';
-import { eventId, TAG_PATTERN } from '../streams/events.js';
-import { MAX_BACKLOG_BYTES, RETRY_AFTER_SECONDS, RETRY_MS, tooManyStreams, type Resume } from '../streams/hub.js';
+import { TAG_PATTERN } from '../streams/events.js';
+import { MAX_BACKLOG_BYTES, RETRY_AFTER_SECONDS, RETRY_MS, tooManyStreams } from '../streams/hub.js';
 import type { Seat } from '../streams/seats.js';
 import { createNotificationsRepository, type Recipient } from './notifications.repository.js';
 import { NotificationSchema } from './notifications.schemas.js';
@@ -341,6 +341,15 @@ export class NotificationStreams {
 }
 
 /** Last-Event-ID: the post streams' format, `<number>-<tag>` or a bare number (answered with a reset). */
+/** The id a client sees, and sends back as Last-Event-ID: the number, then the tag (`41-9f2c4a7be013`). */
+const eventId = (id: number, tag: string): string => `${id}-${tag}`;
+
+/** A Last-Event-ID: the number and the tag (undefined: a bare number, which gets a reset). */
+interface Resume {
+  id: number;
+  tag: string | undefined;
+}
+
 const LAST_EVENT_ID = new RegExp(`^(0|[1-9][0-9]{0,15})(?:-(${TAG_PATTERN}))?$`);
 
 /** Last-Event-ID as a resume point (its syntax was checked by `checkLastEventId` before the handler ran). */

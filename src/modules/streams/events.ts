@@ -1,15 +1,30 @@
 import { randomBytes } from 'node:crypto';
-import { sql, type Kysely } from 'kysely';
-import { notifyInTransaction } from '../../db/pg-notify.js';
+import { PostgresAdapter, sql, type Kysely, type Selectable } from 'kysely';
 import type { Tx } from '../../db/store.js';
 import type { Database, PostRow, StreamEventsTable, Visibility } from '../../db/types.js';
 import type { PostChange } from '../../shared/post-changes.js';
 
-/** The channel on which PostgreSQL tells every process "events up to id N have committed". */
+/** The channel on which PostgreSQL tells every process "events have committed" (sent after the commit: see wake). */
 export const EVENTS_CHANNEL = 'corkboard_stream_events';
 
+/**
+ * Where an event stands in delivery order: its transaction's id and its own, as text that sorts as they do (so the
+ * hub compares positions with < and >=). START stands before every event.
+ */
+export type Position = string;
+export const positionOf = (xid: string, id: number): Position => `${xid.padStart(20, '0')}:${String(id).padStart(16, '0')}`;
+export const START: Position = positionOf('0', 0);
+const partsOf = (position: Position): { xid: string; id: number } => {
+  const [xid, id] = position.split(':') as [string, string];
+  return { xid: BigInt(xid).toString(), id: Number(id) };
+};
+
 export interface StreamEvent {
+  /** Unique (PostgreSQL: from a sequence, not in commit order): what `followersIn` points at. */
   id: number;
+  /** The writing transaction's id (PostgreSQL; '0' on SQLite and for events written before issue 45). */
+  xid: string;
+  position: Position;
   /** Random, sent with the id (see eventId): what tells an id handed out again after a restore from the first. */
   tag: string;
   kind: StreamEventsTable['kind'];
@@ -26,8 +41,13 @@ export interface StreamEvent {
   followersIn?: number;
 }
 
-/** The id a client sees, and sends back as Last-Event-ID: the number, then the tag (`41-9f2c4a7be013`). */
-export const eventId = (id: number, tag: string): string => `${id}-${tag}`;
+/**
+ * The id a client sees, and sends back as Last-Event-ID: `<xid>.<id>-<tag>` (`7413.41-9f2c4a7be013`), or `<id>-<tag>`
+ * where the xid is 0 (SQLite, and events written before issue 45: their ids as clients hold them stay valid).
+ * Opaque to clients; read as (xid, id), they increase in delivery order.
+ */
+export const eventId = (event: { xid: string; id: number; tag: string }): string =>
+  event.xid === '0' ? `${event.id}-${event.tag}` : `${event.xid}.${event.id}-${event.tag}`;
 
 /** A tag: 48 random bits, as 12 lowercase hex digits (the migration tags older events the same way). */
 const newTag = (): string => randomBytes(6).toString('hex');
@@ -36,17 +56,24 @@ export const TAG_PATTERN = '[0-9a-f]{12}';
 /**
  * Writes the durable row of a post change inside the writing transaction (a PostChanges recorder).
  *
- * Ids follow commit order. The id comes from the one row of `stream_position`, bumped by UPDATE … RETURNING: the
- * row stays locked until this transaction ends, so a second writer waits there and draws the next id only after
- * the first has committed (or rolled back, which gives the id back: ids have no gaps). A PostgreSQL sequence would
- * not do: a transaction that drew 41 may commit after one that drew 42, and a client resuming from 42 would never
- * see 41. The price is that post writes commit one at a time: services record the change near the end of each
- * post write (only an idempotent create's kept answer, or an account's own row, is written after it), so little
- * more than the commit is serialised, not the work before it.
- * On SQLite the single writer already serialises transactions; the same statements run there.
+ * Delivery follows commit order without a row every writer waits on (issue 45). On PostgreSQL the row takes its id
+ * from a sequence and records its transaction's id (`xid`, pg_current_xact_id(), both column defaults). Readers take
+ * events in (xid, id) order, and only those whose xid is below the horizon (HORIZON, below): no event of this
+ * database can ever commit there any more, so a reader that went past an
+ * event never misses one before it: no gap, no duplicate, resumable from any kept id (the transactional-outbox
+ * reader). Writers no longer wait on each other at all: until issue 45 the id came from the one row of
+ * `stream_position`, bumped by UPDATE … RETURNING and locked until the commit, so post commits of the whole service
+ * (every process) went one at a time. The price is on the reading side: an event is delivered only once every
+ * transaction of this database that began writing before its own has ended, so a long transaction (any that wrote,
+ * not only post writes; bounded by idle_in_transaction_session_timeout and statement_timeout where set) holds deliveries back
+ * that long; the hub polls the horizon meanwhile (see StreamHub.pump). Figures: bench/README.md, decision table.
  *
- * On PostgreSQL the transaction also queues a NOTIFY (no body: payloads are capped at 8,000 bytes, and a process
- * that hears it reads the log after its own position), which every process's listener hears once it commits.
+ * SQLite's single writer already orders commits: its events keep drawing gapless ids from `stream_position` (the
+ * row costs nothing there, every writer holds the one write lock anyway), with xid 0; the readers are the same.
+ *
+ * No NOTIFY in the writing transaction: PostgreSQL takes a lock global to the database at the commit of any
+ * transaction that notified, which would serialise post commits again. Other processes are woken after the commit
+ * (streams.plugin.ts).
  */
 export async function recordStreamEvent(tx: Tx, change: PostChange): Promise<number> {
   // A post deleted with its owner's account: who followed the owner before (see DeletedAccount), listed by the
@@ -68,47 +95,15 @@ export async function recordStreamEvent(tx: Tx, change: PostChange): Promise<num
   return id;
 }
 
-type EventRow = Omit<StreamEventsTable, 'id'>;
-
-/** Candidate followers looked up in one statement's `IN (…)`. */
-const CANDIDATES_PER_READ = 500;
+type EventRow = Omit<StreamEventsTable, 'id' | 'xid'>;
 
 async function insertEvent(tx: Tx, event: EventRow): Promise<number> {
   if (tx.dialect === 'postgres') {
-    // The wake-up first, outside the counter's lock (it is sent at commit whatever its place). Then the id and
-    // the row in one statement, so the lock is held for one round trip and the commit.
-    await notifyInTransaction(tx.db, EVENTS_CHANNEL, '');
-    const row = await tx.db
-      .with('position', (db) =>
-        db
-          .updateTable('stream_position')
-          .set((eb) => ({ last_id: eb('last_id', '+', 1), tag: event.tag }))
-          .where('id', '=', 1)
-          .returning('last_id'),
-      )
-      .insertInto('stream_events')
-      .columns(['id', 'kind', 'post_id', 'owner_id', 'visibility', 'previous_visibility', 'tag', 'followers', 'followers_in', 'created_at'])
-      .expression((eb) =>
-        eb
-          .selectFrom('position')
-          .select([
-            'position.last_id',
-            eb.val(event.kind).as('kind'),
-            eb.val(event.post_id).as('post_id'),
-            eb.val(event.owner_id).as('owner_id'),
-            eb.val(event.visibility).as('visibility'),
-            eb.cast<string | null>(eb.val(event.previous_visibility), 'text').as('previous_visibility'),
-            eb.val(event.tag).as('tag'),
-            eb.cast<string | null>(eb.val(event.followers), 'text').as('followers'),
-            eb.cast<number | null>(eb.val(event.followers_in), 'bigint').as('followers_in'),
-            eb.val(event.created_at).as('created_at'),
-          ]),
-      )
-      .returning('id')
-      .executeTakeFirstOrThrow();
+    // The id and the xid are the columns' defaults (nextval, pg_current_xact_id()): nothing shared is locked.
+    const row = await tx.db.insertInto('stream_events').values(event).returning('id').executeTakeFirstOrThrow();
     return Number(row.id);
   }
-  // SQLite: no UPDATE inside a WITH; its single writer holds every lock anyway.
+  // SQLite: the next gapless id from the counter (no UPDATE inside a WITH there).
   const { id } = await tx.db
     .updateTable('stream_position')
     .set((eb) => ({ last_id: eb('last_id', '+', 1), tag: event.tag }))
@@ -119,9 +114,13 @@ async function insertEvent(tx: Tx, event: EventRow): Promise<number> {
   return Number(id);
 }
 
-function toEvent(row: StreamEventsTable): StreamEvent {
+function toEvent(row: Selectable<StreamEventsTable>): StreamEvent {
+  const xid = String(row.xid);
+  const id = Number(row.id);
   return {
-    id: Number(row.id),
+    id,
+    xid,
+    position: positionOf(xid, id),
     tag: row.tag,
     kind: row.kind,
     postId: Number(row.post_id),
@@ -133,41 +132,84 @@ function toEvent(row: StreamEventsTable): StreamEvent {
   };
 }
 
-/** The last event id handed out and its tag. */
+/** Where the log ends (as far as readers may go: below the horizon), and the id a client is given for it. */
 export interface LogEnd {
-  last: number;
-  tag: string;
+  position: Position;
+  clientId: string;
 }
 
+/** An event a client names in Last-Event-ID (tag undefined: a bare number, which names none this log vouches for). */
+export interface Resume {
+  xid: string;
+  id: number;
+  tag: string | undefined;
+}
+
+/** Candidate followers looked up in one statement's `IN (…)`. */
+const CANDIDATES_PER_READ = 500;
+
 export function createEventsRepository(db: Kysely<Database>) {
+  const pg = db.getExecutor().adapter instanceof PostgresAdapter;
+  const readable = readableEvents(pg);
+  const at = (position: Position) => {
+    const { xid, id } = partsOf(position);
+    return pg ? sql`(${xid}::xid8, ${id}::bigint)` : sql`(${BigInt(xid)}, ${id})`;
+  };
+  const events = () => db.selectFrom('stream_events').where(readable);
+  const end = async (): Promise<LogEnd> => {
+    const last = await events().select(['xid', 'id', 'tag']).orderBy('xid', 'desc').orderBy('id', 'desc').limit(1).executeTakeFirst();
+    if (last) return { position: positionOf(String(last.xid), Number(last.id)), clientId: eventId({ xid: String(last.xid), id: Number(last.id), tag: last.tag }) };
+    // An empty log: the id of its start, with the tag `stream_position` was given (another after a restore).
+    const start = await db.selectFrom('stream_position').select('tag').where('id', '=', 1).executeTakeFirst();
+    return { position: START, clientId: `0-${start?.tag ?? ''}` };
+  };
   return {
-    /** Up to `limit` events after `after`, in id (= commit) order, optionally no further than `upTo`. */
-    async after(after: number, limit: number, upTo?: number): Promise<StreamEvent[]> {
-      let query = db.selectFrom('stream_events').selectAll().where('id', '>', after);
-      if (upTo !== undefined) query = query.where('id', '<=', upTo);
-      const rows = await query.orderBy('id').limit(limit).execute();
+    /**
+     * Up to `limit` events after `from` (with `from` itself first when `including`), in delivery order, no further
+     * than `upTo` if given; only events below the horizon (see recordStreamEvent).
+     */
+    async after(from: Position, limit: number, upTo?: Position, including = false): Promise<StreamEvent[]> {
+      let query = events().selectAll().where(including ? sql<boolean>`(xid, id) >= ${at(from)}` : sql<boolean>`(xid, id) > ${at(from)}`);
+      if (upTo !== undefined) query = query.where(sql<boolean>`(xid, id) <= ${at(upTo)}`);
+      const rows = await query.orderBy('xid').orderBy('id').limit(limit).execute();
       return rows.map(toEvent);
+    },
+    /**
+     * Whether an event has committed that readers may not take yet (PostgreSQL: its xid is not below the horizon,
+     * as an older transaction is still open). The hub then looks again shortly rather than wait for a wake-up.
+     */
+    async waiting(): Promise<boolean> {
+      if (!pg) return false;
+      const row = await db
+        .selectFrom('stream_events')
+        .select('id')
+        .where(sql<boolean>`xid >= ${HORIZON}`)
+        .limit(1)
+        .executeTakeFirst();
+      return row !== undefined;
     },
     /** One event, if it is still kept. */
     async byId(id: number): Promise<StreamEvent | undefined> {
       const row = await db.selectFrom('stream_events').selectAll().where('id', '=', id).executeTakeFirst();
       return row === undefined ? undefined : toEvent(row);
     },
-    /** Where the log ends. */
-    async end(): Promise<LogEnd> {
-      const position = await db.selectFrom('stream_position').select(['last_id', 'tag']).where('id', '=', 1).executeTakeFirst();
-      return { last: Number(position?.last_id ?? 0), tag: position?.tag ?? '' };
-    },
+    end,
     /**
-     * Whether `id`-`tag` names an event of this database's log that a stream may go on from: one kept with that tag,
-     * or the last one handed out (which may have been purged) with that tag. Not after a restore (the id was handed
-     * out again, with another tag), nor an id never handed out, nor one whose events were purged.
+     * Whether the event a client names is one of this database's log that a stream may go on from: kept (the purge
+     * keeps the newest event) with that tag, or the start of a log still empty with its tag. Not after a restore
+     * (the id was handed out again, with another tag), nor an id never handed out, nor one whose event was purged.
      */
-    async resumable(id: number, tag: string): Promise<boolean> {
-      const kept = await db.selectFrom('stream_events').select('tag').where('id', '=', id).executeTakeFirst();
-      if (kept !== undefined) return kept.tag === tag;
-      const end = await this.end();
-      return end.last === id && end.tag === tag;
+    async resumable(resume: Resume): Promise<boolean> {
+      if (resume.tag === undefined) return false;
+      const position = positionOf(resume.xid, resume.id);
+      if (position === START) {
+        const log = await end();
+        return log.position === START && log.clientId === `0-${resume.tag}`;
+      }
+      // Not limited to the horizon: a client holds an event's id only once it was delivered, below the horizon then
+      // (which may step back briefly on PostgreSQL, see HORIZON), and the tag is not guessable.
+      const kept = await db.selectFrom('stream_events').select('tag').where(sql<boolean>`(xid, id) = ${at(position)}`).executeTakeFirst();
+      return kept?.tag === resume.tag;
     },
     /** The current rows of these posts (those that still exist), by id. */
     async posts(ids: readonly number[]): Promise<Map<number, PostRow>> {
@@ -254,16 +296,60 @@ export async function ownerRelations(db: Kysely<Database>, ownerId: number, cand
 }
 
 /**
+ * PostgreSQL: after a restore into another cluster (pg_dump and pg_restore, a new server), the log holds xids that
+ * cluster never handed out, ahead of the ones it hands out now: new events would sort before them, and a reader past
+ * them would never see the new ones. Every event with an xid this cluster has not reached yet means the whole log came
+ * from elsewhere: its events are moved to xid 0 (before every new one, in id order) with new tags, so ids from before
+ * the restore get `event: reset` (CONTRACT §7), and readers go on from the log as it now stands. Run at start-up,
+ * before the service writes; a restore within the cluster (its xids only go up) needs nothing. Returns how many.
+ */
+export async function adoptRestoredLog(db: Kysely<Database>): Promise<number> {
+  if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return 0;
+  const result = await sql`update stream_events set xid = '0', tag = substr(md5(random()::text || clock_timestamp()::text), 1, 12)
+    where xid <> '0' and exists (select 1 from stream_events where xid >= pg_snapshot_xmax(pg_current_snapshot()))`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}
+
+/**
+ * PostgreSQL: the horizon, the xid below which no event of this database can commit any more, as seen by the
+ * statement it is part of (pg_current_snapshot() is the statement's snapshot, the one its reads of stream_events
+ * see). It must be in the same statement as those reads.
+ *
+ * pg_snapshot_xmin would do, but it is the cluster's: a transaction that wrote in any database of the server (another
+ * service's, a CREATE DATABASE, a long load) would hold our deliveries back as long. So the horizon is the smallest
+ * xid the snapshot lists as in progress, leaving out those that pg_stat_activity shows as the transaction of a
+ * backend connected to another database; if none is left, the snapshot's xmax. Why that is safe: an event not seen
+ * by the snapshot was written either by a transaction at or above xmax (above the horizon), or by one the snapshot
+ * lists as in progress. A listed xid left out belongs to a backend of another database, which cannot write our
+ * tables (a backend never changes database, an xid names one transaction), so no event will ever commit with it.
+ * Every other listed xid is kept: ours, a prepared transaction, one whose backend has ended since, or one whose
+ * backend_xid we may not see (PostgreSQL 15 shows datid and backend_xid of every session to every role, the
+ * query text only to the session's role or pg_read_all_stats; should a server hide them, the horizon falls back to
+ * the cluster's for those xids). So no event can later appear below an event a
+ * reader took: no gap, no duplicate. An xid whose transaction ends between the snapshot and the read of
+ * pg_stat_activity is kept, so the horizon can step back briefly; readers never go back (they read after where they
+ * are), and `resumable` does not depend on it.
+ */
+const HORIZON = sql`(select coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
+  from pg_snapshot_xip(pg_current_snapshot()) as x
+  where not exists (select 1 from pg_stat_activity a
+    where a.backend_xid = xid(x) and a.datid <> (select oid from pg_database where datname = current_database())))`;
+
+/** Events readers may take: on PostgreSQL those below the horizon, whose transactions, and all before them, ended. */
+const readableEvents = (pg: boolean) => (pg ? sql<boolean>`xid < ${HORIZON}` : sql<boolean>`1 = 1`);
+
+/**
  * Deletes the events written before `before` (ISO time), in a transaction of its own: every event up to the newest
- * of those, so what is kept is always everything after some id (a `created_at` taken before the counter's lock may
- * be a little out of id order; a gap would let a resume from a kept id skip a purged one).
+ * of those in delivery order, so what is kept is always everything after some event (a `created_at` is not in
+ * delivery order; a gap would let a resume from a kept id skip a purged one). The newest readable event is always
+ * kept: it is where the log ends, which a client is told with `event: reset` and may resume from.
  */
 export async function purgeEvents(store: { transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T> }, before: string): Promise<number> {
   return store.transaction(async (tx) => {
-    const result = await tx.db
-      .deleteFrom('stream_events')
-      .where('id', '<=', (eb) => eb.selectFrom('stream_events').select((e) => e.fn.max('id').as('id')).where('created_at', '<', before))
-      .executeTakeFirst();
-    return Number(result.numDeletedRows);
+    const readable = readableEvents(tx.dialect === 'postgres');
+    const newest = (old: boolean) =>
+      sql`(select xid, id from stream_events where ${readable}${old ? sql` and created_at < ${before}` : sql``} order by xid desc, id desc limit 1)`;
+    const result = await sql`delete from stream_events where (xid, id) <= ${newest(true)} and (xid, id) < ${newest(false)}`.execute(tx.db);
+    return Number(result.numAffectedRows ?? 0);
   });
 }

@@ -10,7 +10,7 @@ import { AppError } from '../../shared/errors.js';
 import { toPost } from '../../shared/representations.js';
 import { PostSchema } from '../posts/posts.schemas.js';
 import { seesPost } from '../../shared/visibility.js';
-import { createEventsRepository, eventId, type LogEnd, type OwnerRelations, type StreamEvent } from './events.js';
+import { createEventsRepository, eventId, positionOf, START, type LogEnd, type OwnerRelations, type Position, type Resume, type StreamEvent } from './events.js';
 import type { Seat } from './seats.js';
 
 /**
@@ -31,6 +31,11 @@ const SLOW_GRACE_MS = 5_000;
 const REPLAY_STALL_MS = 30_000;
 /** How often a paused catch-up looks whether the client has taken what was written. */
 const DRAIN_POLL_MS = 20;
+/**
+ * How soon the pump looks again while committed events wait above the horizon (PostgreSQL, see events.ts): the
+ * delay a long transaction elsewhere adds to a delivery, past its own end, is at most this.
+ */
+const HORIZON_POLL_MS = 50;
 /** Events the pump reads at a time (their log rows: a few dozen bytes each). */
 const BATCH = 500;
 /** Posts the pump reads at a time, for that many events (rendered from their current rows). */
@@ -81,8 +86,8 @@ export interface Subscriber {
   readonly caller: { id: number; tokenHash: string } | undefined;
   /** The caller's place under STREAM_MAX_PER_USER (seats.ts), given back when the stream is removed. */
   seat?: Seat;
-  /** The last event id this subscriber has been given or has been judged not to see. */
-  cursor: number;
+  /** The position of the last event this subscriber has been given or has been judged not to see. */
+  cursor: Position;
   /**
    * False while it catches up from the log (replaying from Last-Event-ID, or after falling behind the pump): the
    * pump hands it live events only afterwards.
@@ -90,8 +95,8 @@ export interface Subscriber {
   live: boolean;
   /** While catching up: the bytes of the events the pump has passed that it has still to go through. */
   behind?: number;
-  /** While catching up: the events after this id are counted in `behind`. */
-  countedFrom?: number;
+  /** While catching up: the events after this position are counted in `behind`. */
+  countedFrom?: Position;
   /** What the response streams to the client (Fastify pipes it into the socket). */
   readonly out: PassThrough;
   readonly res: ServerResponse;
@@ -99,22 +104,16 @@ export interface Subscriber {
   closed: boolean;
 }
 
-/**
- * A Last-Event-ID: the event's number and tag (`<id>-<tag>`, as eventId writes it). A bare number (an id of the
- * format before tags, or 0) has no tag: it names no event this log can vouch for, and gets a reset.
- */
-export interface Resume {
-  id: number;
-  tag: string | undefined;
-}
+export type { Resume };
 
 export type FindCaller = (tokenHash: string) => Promise<Who | undefined>;
 
 /**
  * Every open stream of this process, and the pump that feeds them.
  *
- * The pump reads the log for live delivery: one run at a time reads the events after `position` in id order (ids
- * follow commit order, see events.ts) and hands each to every live subscriber, judging visibility for each at that
+ * The pump reads the log for live delivery: one run at a time reads the events after `position` in delivery order
+ * (commit order: see events.ts; on PostgreSQL only events below the horizon, and while a committed event waits above
+ * it, behind a transaction still open, the pump looks again every HORIZON_POLL_MS) and hands each to every live subscriber, judging visibility for each at that
  * moment (a follow looked up once per event for all the subscribers who need it) and rendering the post from its
  * current row, read then: the log keeps no copy of it (see deliver). It is kicked after a local
  * commit, by PostgreSQL's NOTIFY (or Redis) for commits of other processes, and by a slow poll as a safety net.
@@ -136,7 +135,7 @@ export class StreamHub {
   private readonly subscribers = new Set<Subscriber>();
   private readonly events;
   private readonly serialize: (post: unknown) => string;
-  private position = 0;
+  private position: Position = START;
   private started: Promise<void> | undefined;
   private running = false;
   private again = false;
@@ -146,9 +145,11 @@ export class StreamHub {
    * Streams opening while idle, each with its Last-Event-ID (if any) and what lets its opening go on once the pump
    * has placed it.
    */
-  private readonly joining = new Map<Subscriber, { resumeFrom: number | undefined; joined: () => void; failed: (error: unknown) => void }>();
+  private readonly joining = new Map<Subscriber, { resumeFrom: Position | undefined; joined: () => void; failed: (error: unknown) => void }>();
   private readonly catchUpReads = new Gate(CATCH_UP_READS);
   private timers: NodeJS.Timeout[] = [];
+  /** A look at the horizon again, while committed events wait above it (see pump). */
+  private horizonPoll: NodeJS.Timeout | undefined;
   /** Follower lists of deleted accounts (DeletedAccount), by the id of the event that holds each; a few. */
   private readonly followerLists = new Map<number, ReadonlySet<number>>();
   private closed = false;
@@ -183,7 +184,7 @@ export class StreamHub {
   start(): Promise<void> {
     this.started ??= (async () => {
       try {
-        this.position = (await this.events.end()).last;
+        this.position = (await this.events.end()).position;
       } catch (error) {
         // The database is away: the next stream to open tries again.
         this.started = undefined;
@@ -224,13 +225,13 @@ export class StreamHub {
       // A resume is judged before the answer starts. A stream that would go live at once reads the log's end too,
       // though it does not need it: with the database away the client hears 503 now, rather than getting a stream
       // that stays silent until the database is back. (A stream joining while idle reads it in the pump anyway.)
-      let from: number | undefined;
+      let from: Position | undefined;
       let reset: LogEnd | undefined;
       if (resume !== undefined) {
-        if (resume.tag !== undefined && (await this.events.resumable(resume.id, resume.tag))) from = resume.id;
+        if (await this.events.resumable(resume)) from = positionOf(resume.xid, resume.id);
         else {
           reset = await this.events.end();
-          from = reset.last;
+          from = reset.position;
         }
       } else if (!this.idle) await this.events.end();
       // What may have changed during those waits: the client went away (nothing to register; its seat goes back),
@@ -245,7 +246,7 @@ export class StreamHub {
       this.write(sub, `retry: ${RETRY_MS}\n\n`);
       // The reset carries an id like every event (CONTRACT §7): the end of the log it goes on from, so a client that
       // reconnects after it resumes there instead of sending the stale id again and getting another reset.
-      if (reset) this.write(sub, `id: ${eventId(reset.last, reset.tag)}\nevent: reset\ndata: {}\n\n`);
+      if (reset) this.write(sub, `id: ${reset.clientId}\nevent: reset\ndata: {}\n\n`);
       if (this.idle) {
         // `position` may be far behind: the pump first moves it to the end of the log, then places the stream (a
         // catch-up would otherwise go live at the old position and miss what lies between). The answer starts only
@@ -265,8 +266,8 @@ export class StreamHub {
     }
   }
 
-  /** Puts a new stream live at `position`, or starts its catch-up after `from` (an id judged resumable). */
-  private place(sub: Subscriber, from: number | undefined): void {
+  /** Puts a new stream live at `position`, or starts its catch-up after `from` (an event judged resumable). */
+  private place(sub: Subscriber, from: Position | undefined): void {
     if (from === undefined) {
       sub.cursor = this.position;
       sub.live = true;
@@ -290,6 +291,7 @@ export class StreamHub {
   closeAll(): void {
     this.closed = true;
     for (const timer of this.timers) clearInterval(timer);
+    clearTimeout(this.horizonPoll);
     this.timers = [];
     for (const sub of [...this.subscribers]) this.end(sub);
   }
@@ -354,7 +356,7 @@ export class StreamHub {
       this.again = false;
       if (this.idle) {
         // Nothing was read while no stream was open: go on from the end of the log, not from where reading stopped.
-        this.position = Math.max(this.position, (await this.events.end()).last);
+        this.position = later(this.position, (await this.events.end()).position);
         this.idle = false;
       }
       for (const [sub, { resumeFrom, joined }] of this.joining) {
@@ -364,7 +366,18 @@ export class StreamHub {
       this.joining.clear();
       for (;;) {
         const batch = await this.events.after(this.position, BATCH);
-        if (batch.length === 0) break;
+        if (batch.length === 0) {
+          // Committed events above the horizon (an older transaction is still open): nobody will wake this process
+          // when that transaction ends if it was not a post write, so look again shortly.
+          if (!this.horizonPoll && (await this.events.waiting())) {
+            this.horizonPoll = setTimeout(() => {
+              this.horizonPoll = undefined;
+              this.kick();
+            }, HORIZON_POLL_MS);
+            this.horizonPoll.unref();
+          }
+          break;
+        }
         for (let i = 0; i < batch.length; i += PUMP_POSTS) {
           const chunk = batch.slice(i, i + PUMP_POSTS);
           const rows = await this.events.posts(postsOf(chunk));
@@ -374,10 +387,10 @@ export class StreamHub {
             // `position` first, then who is live, with no pause between: a catch-up that has not gone live by now
             // reads this event from the log itself (see catchUp).
             const before = this.position;
-            this.position = event.id;
+            this.position = event.position;
             const live: Subscriber[] = [];
             for (const sub of this.subscribers) {
-              if (sub.cursor >= event.id) continue;
+              if (sub.cursor >= event.position) continue;
               if (sub.live) live.push(sub);
               else if (sub.behind !== undefined) sub.behind += size;
             }
@@ -401,7 +414,7 @@ export class StreamHub {
    * client, so what it holds is bounded whatever the client does. `countedFrom`: the events after it count in
    * `behind` (the pump adds those it passes from now on).
    */
-  private async catchUp(sub: Subscriber, countedFrom: number): Promise<void> {
+  private async catchUp(sub: Subscriber, countedFrom: Position): Promise<void> {
     sub.live = false;
     sub.countedFrom = countedFrom;
     sub.behind ??= 0;
@@ -416,12 +429,16 @@ export class StreamHub {
           sub.countedFrom = undefined;
           return;
         }
-        const page = await this.events.after(sub.cursor, CATCH_UP_PAGE, upTo);
-        if (page[0]?.id !== sub.cursor + 1) {
-          // Ids have no gaps: the events after the cursor were purged while it caught up. Start afresh.
+        // The cursor's own event first: the purge deletes everything up to some event, so while the cursor's is
+        // kept, nothing after it is gone. Gone: the events after the cursor were purged while it caught up (or
+        // before: a stream left behind for longer than the retention). Start afresh. (START names no event: it was
+        // the cursor only of a stream opened on an empty log, which nothing purged since.)
+        const start = sub.cursor === START;
+        const page = await this.events.after(sub.cursor, CATCH_UP_PAGE, upTo, !start);
+        if (!start && page.shift()?.position !== sub.cursor) {
           const end = await this.events.end();
-          sub.cursor = Math.max(sub.cursor, end.last);
-          this.write(sub, `id: ${eventId(end.last, end.tag)}\nevent: reset\ndata: {}\n\n`);
+          sub.cursor = later(sub.cursor, end.position);
+          this.write(sub, `id: ${end.clientId}\nevent: reset\ndata: {}\n\n`);
           continue;
         }
         for (let i = 0; i < page.length; i += CATCH_UP_POSTS) {
@@ -432,7 +449,7 @@ export class StreamHub {
             for (const event of chunk) {
               const row = rows.get(event.postId);
               await this.deliver(event, row, [sub]);
-              if (event.id > countedFrom) sub.behind = Math.max(0, (sub.behind ?? 0) - sizeOf(row));
+              if (event.position > countedFrom) sub.behind = Math.max(0, (sub.behind ?? 0) - sizeOf(row));
             }
           });
         }
@@ -493,7 +510,7 @@ export class StreamHub {
     let body: string | undefined;
     const deleted = `event: post.deleted\ndata: {"id":${event.postId}}\n\n`;
     for (const sub of subs) {
-      if (sub.closed || sub.cursor >= event.id) continue;
+      if (sub.closed || sub.cursor >= event.position) continue;
       if (sub.live && this.backlog(sub) > REPLAY_PAUSE_BYTES) {
         // The client has not taken what it was given: writing on would outrun it. It catches up from the log at
         // its own pace (this event included) and is live again once it has.
@@ -501,7 +518,7 @@ export class StreamHub {
         void this.catchUp(sub, sub.cursor);
         continue;
       }
-      sub.cursor = event.id;
+      sub.cursor = event.position;
       const sees = (visibility: Visibility | null) => visibility !== null && canSee(sub, ownerId, visibility, follows, relations);
       let frame: string | undefined;
       if (event.kind === 'deleted') {
@@ -513,7 +530,7 @@ export class StreamHub {
         frame = deleted;
       }
       if (frame === undefined) continue;
-      this.write(sub, `id: ${eventId(event.id, event.tag)}\n${frame}`);
+      this.write(sub, `id: ${eventId(event)}\n${frame}`);
       this.sent.inc();
     }
   }
@@ -571,6 +588,9 @@ export class StreamHub {
     }
   }
 }
+
+/** The later of two positions. */
+const later = (a: Position, b: Position): Position => (a >= b ? a : b);
 
 /** The post ids of these events whose posts may still exist (a deletion's is gone). */
 const postsOf = (events: readonly StreamEvent[]): number[] => events.filter((e) => e.kind !== 'deleted').map((e) => e.postId);

@@ -2,13 +2,13 @@ import { PassThrough } from 'node:stream';
 import { normalizeIP } from '@fastify/rate-limit';
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest, preValidationAsyncHookHandler } from 'fastify';
-import { listen, type Listener } from '../../db/pg-notify.js';
+import { afterCommitNotifier, listen, type Listener } from '../../db/pg-notify.js';
 import type { Caller } from '../../plugins/auth.js';
 import { appendVary } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { hashToken } from '../../shared/tokens.js';
 import { findCallerByTokenHash } from '../../db/hot-statements.js';
-import { EVENTS_CHANNEL, purgeEvents, recordStreamEvent, TAG_PATTERN } from './events.js';
+import { adoptRestoredLog, EVENTS_CHANNEL, purgeEvents, recordStreamEvent, START, TAG_PATTERN } from './events.js';
 import { redisWakeup, type Wakeup } from './redis-wakeup.js';
 import { jointSeat, memorySeats, poolSeats, redisSeats, type Seat, type StreamSeats } from './seats.js';
 import { RETRY_AFTER_SECONDS, StreamHub, tooManyStreams, type Resume, type StreamKind, type Subscriber } from './hub.js';
@@ -82,20 +82,22 @@ function quality(accept: string, type: string): number | undefined {
 }
 
 /**
- * Last-Event-ID: absent, or an id this service sends (`<number>-<tag>`, see eventId), or a bare number (an id of
- * the format before tags: well-formed, and answered with a reset). Anything else is a 400.
+ * Last-Event-ID: absent, or an id this service sends (`<xid>.<id>-<tag>` or `<id>-<tag>`, see eventId), or a bare
+ * number (an id of the format before tags: well-formed, and answered with a reset). Anything else is a 400.
  */
-const LAST_EVENT_ID = new RegExp(`^(0|[1-9][0-9]{0,15})(?:-(${TAG_PATTERN}))?$`);
+const LAST_EVENT_ID = new RegExp(`^(?:(0|[1-9][0-9]{0,18})\\.)?(0|[1-9][0-9]{0,15})(?:-(${TAG_PATTERN}))?$`);
+/** xid8 is unsigned 64 bits; PostgreSQL hands out far fewer, and a larger one would not even cast. */
+const MAX_XID = 2n ** 63n;
 
 function lastEventId(request: FastifyRequest): Resume | undefined {
   const raw = request.headers['last-event-id'];
   if (raw === undefined) return undefined;
   const value = Array.isArray(raw) ? raw.join(',') : raw.trim();
   const match = LAST_EVENT_ID.exec(value);
-  if (!match || !Number.isSafeInteger(Number(match[1]))) {
+  if (!match || !Number.isSafeInteger(Number(match[2])) || BigInt(match[1] ?? 0) >= MAX_XID) {
     throw AppError.badRequest('Last-Event-ID', 'must be the id of an event this stream sent');
   }
-  return { id: Number(match[1]), tag: match[2] };
+  return { xid: match[1] ?? '0', id: Number(match[2]), tag: match[3] };
 }
 
 export interface OpenStream {
@@ -120,7 +122,7 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
     kind: open.kind,
     viewer: open.viewer,
     caller: open.caller && header?.[1] ? { id: open.caller.id, tokenHash: hashToken(header[1]) } : undefined,
-    cursor: 0,
+    cursor: START,
     live: false,
     out,
     res: reply.raw,
@@ -205,9 +207,16 @@ export default fp(
     app.postChanges.addRecorder(async (tx, change) => {
       await recordStreamEvent(tx, change);
     });
+    // Other processes hear of a commit after it, through Redis or a NOTIFY sent from the pool (never from inside the
+    // write: see afterCommitNotifier).
+    const notifier =
+      app.store.dialect === 'postgres' && config.redisUrl === undefined
+        ? afterCommitNotifier(app.store.db, EVENTS_CHANNEL, (error) => app.log.warn({ err: error }, 'event stream NOTIFY failed'))
+        : undefined;
     app.postChanges.subscribe(() => {
       hub.kick();
       wakeup?.publish();
+      notifier?.notify();
     });
 
     let listener: Listener | undefined;
@@ -215,6 +224,8 @@ export default fp(
     let purge: NodeJS.Timeout | undefined;
     let wakeupDownPoll: NodeJS.Timeout | undefined;
     app.addHook('onReady', async () => {
+      const adopted = await adoptRestoredLog(app.store.db);
+      if (adopted > 0) app.log.warn({ events: adopted }, 'the event log holds xids ahead of this PostgreSQL cluster (restored from another): its ids now get a reset');
       await hub.start();
       const runPurge = () => {
         const before = new Date(Date.now() - config.streamRetentionSeconds * 1000).toISOString();

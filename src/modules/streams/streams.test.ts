@@ -1,16 +1,26 @@
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
+import { sql } from 'kysely';
+import pg from 'pg';
 import { describe, expect, it, vi } from 'vitest';
 import { buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
+import { backend, testDatabaseName } from '../../../test/helpers/database.js';
 import { createAdmin, signUp } from '../../../test/helpers/factories.js';
-import { purgeEvents } from './events.js';
+import { purgeEvents, START } from './events.js';
 import { MAX_BACKLOG_BYTES, type Subscriber } from './hub.js';
 
 /** The event log behind the live streams (CONTRACT §7): written with the post, only when the write commits. */
 describe('stream event log', () => {
   const events = (app: Awaited<ReturnType<typeof buildTestApp>>) =>
-    app.db.selectFrom('stream_events').select(['id', 'kind', 'post_id', 'visibility', 'previous_visibility']).orderBy('id').execute();
+    app.db.selectFrom('stream_events').select(['id', 'kind', 'post_id', 'visibility', 'previous_visibility']).orderBy('xid').orderBy('id').execute();
+
+  /**
+   * Until every event written is readable: on PostgreSQL a transaction of this database still open holds events
+   * back for as long (see HORIZON in events.ts).
+   */
+  const settled = (app: Awaited<ReturnType<typeof buildTestApp>>) =>
+    vi.waitFor(async () => expect(await app.streams['events'].waiting()).toBe(false), { timeout: 10_000, interval: 20 });
 
   /** The deletions in the log, with the followers they record (DeletedAccount). */
   const deletions = async (app: Awaited<ReturnType<typeof buildTestApp>>) => {
@@ -28,7 +38,9 @@ describe('stream event log', () => {
     }));
   };
 
-  it('records created, updated and deleted with ids in commit order and without gaps', async () => {
+  // On SQLite the ids come from `stream_position` (its single writer orders commits anyway); on PostgreSQL from a
+  // sequence, with the transaction's xid, and the counter's row is left alone (issue 45).
+  it('records created, updated and deleted in commit order, each in its transaction', async () => {
     const app = await buildTestApp();
     const user = await signUp(app);
     const created = await call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title: 't', content: 'c' } });
@@ -40,7 +52,16 @@ describe('stream event log', () => {
       { id: 2, kind: 'updated', post_id: id, visibility: 'followers', previous_visibility: 'public' },
       { id: 3, kind: 'deleted', post_id: id, visibility: 'followers', previous_visibility: null },
     ]);
-    expect(await app.db.selectFrom('stream_position').select('last_id').execute()).toEqual([{ last_id: 3 }]);
+    const pg = app.store.dialect === 'postgres';
+    expect(await app.db.selectFrom('stream_position').select('last_id').execute()).toEqual([{ last_id: pg ? 0 : 3 }]);
+    const xids = (await app.db.selectFrom('stream_events').select('xid').orderBy('id').execute()).map((row) => BigInt(row.xid));
+    if (pg) {
+      expect(xids[0]).toBeGreaterThan(0n);
+      expect(xids[1]).toBeGreaterThan(xids[0]!);
+      expect(xids[2]).toBeGreaterThan(xids[1]!);
+    } else {
+      expect(xids).toEqual([0n, 0n, 0n]);
+    }
   });
 
   it('an account deleted with its posts: the first deletion lists its followers as they were, the others point at it', async () => {
@@ -95,14 +116,18 @@ describe('stream event log', () => {
       expect(res.statusCode).toBe(201);
     }
     const times = ['2026-01-01T00:00:00.000Z', '2026-01-01T00:00:10.000Z', '2026-01-01T00:00:09.000Z', '2026-01-01T00:00:20.000Z'];
+    const ids = (await events(app)).map((e) => e.id);
+    expect(ids).toHaveLength(4);
     await write(app, async (db) => {
-      for (const [i, created_at] of times.entries()) await db.updateTable('stream_events').set({ created_at }).where('id', '=', i + 1).execute();
+      for (const [i, created_at] of times.entries()) await db.updateTable('stream_events').set({ created_at }).where('id', '=', ids[i]!).execute();
     });
+    await settled(app);
     expect(await purgeEvents(app.store, '2026-01-01T00:00:09.500Z')).toBe(3);
-    expect((await events(app)).map((e) => e.id)).toEqual([4]);
+    expect((await events(app)).map((e) => e.id)).toEqual([ids[3]]);
   });
 
-  it('a write that rolls back leaves no event and gives its id back', async () => {
+  // SQLite gives the counter's id back; PostgreSQL's sequence does not, which nothing minds (no reader counts ids).
+  it('a write that rolls back leaves no event', async () => {
     const app = await buildTestApp();
     const user = await signUp(app);
     const post = {
@@ -123,7 +148,20 @@ describe('stream event log', () => {
     expect(await events(app)).toEqual([]);
     const row = await write(app, async (db) => db.insertInto('posts').values(post).returningAll().executeTakeFirstOrThrow());
     await app.store.transaction((tx) => app.postChanges.record(tx, { kind: 'created', post: row }));
-    expect((await events(app)).map((e) => e.id)).toEqual([1]);
+    expect((await events(app)).map((e) => e.id)).toEqual([app.store.dialect === 'postgres' ? 2 : 1]);
+  });
+
+  it('the purge keeps the newest event, even older than the retention: where the log ends, which a client may resume from', async () => {
+    const app = await buildTestApp();
+    const user = await signUp(app);
+    for (let i = 0; i < 3; i++) {
+      expect((await call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title: `t${i}`, content: 'c' } })).statusCode).toBe(201);
+    }
+    const last = (await events(app))[2]!.id;
+    await settled(app);
+    expect(await purgeEvents(app.store, '2999-01-01T00:00:00.000Z')).toBe(2);
+    expect((await events(app)).map((e) => e.id)).toEqual([last]);
+    expect(await purgeEvents(app.store, '2999-01-01T00:00:00.000Z')).toBe(0);
   });
 
   it('is not read back after writes while no stream is open (the hub only notes that it is behind)', async () => {
@@ -138,6 +176,97 @@ describe('stream event log', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(reads).not.toHaveBeenCalled();
     expect((await events(app)).map((e) => e.id)).toEqual([1, 2, 3]);
+  });
+
+  // Issue 45: every post write used to bump the one row of `stream_position`, locked until its commit, so the
+  // second writer waited for the first. Now nothing shared is locked: the second commits while the first is open,
+  // and readers hold its event back until the first has ended (below the horizon), then take both in (xid, id) order.
+  it.runIf(backend === 'postgres')('PostgreSQL: posts by two authors commit with no lock wait between them; readers wait for the horizon', async () => {
+    const app = await buildTestApp();
+    await app.ready();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const readable = () => app.streams['events'].after(START, 10);
+    let release!: () => void;
+    const open = new Promise<void>((resolve) => (release = resolve));
+    let recorded!: () => void;
+    const inside = new Promise<void>((resolve) => (recorded = resolve));
+    const now = new Date().toISOString();
+    const first = app.store.transaction(async (tx) => {
+      const row = await tx.db
+        .insertInto('posts')
+        .values({ owner_id: ann.id, title: 'first', content: 'c', visibility: 'public', created_at: now, updated_at: now })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      await app.postChanges.record(tx, { kind: 'created', post: row });
+      recorded();
+      await open;
+      return row;
+    });
+    await inside;
+    // The service's own create, for another author, while the first transaction holds its event uncommitted.
+    const second = call(app, 'POST', `/users/${bob.id}/posts`, { token: bob.token, body: { title: 'second', content: 'c' } });
+    const timeout = new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 5_000).unref());
+    const answer = await Promise.race([second, timeout]);
+    if (answer === 'waited') release();
+    expect(answer).not.toBe('waited');
+    if (answer === 'waited') return;
+    expect(answer.statusCode).toBe(201);
+    const secondId = answer.json().id as number;
+    // Committed, but above the horizon (the first transaction, older, is still open): not readable yet.
+    expect(await app.db.selectFrom('stream_events').select('post_id').execute()).toEqual([{ post_id: secondId }]);
+    expect(await readable()).toEqual([]);
+    expect(await app.streams['events'].waiting()).toBe(true);
+    release();
+    const firstRow = await first;
+    const both = await readable();
+    // The first transaction's xid is the older: its event goes first, though it committed second.
+    expect(both.map((e) => e.postId)).toEqual([Number(firstRow.id), secondId]);
+    expect(await app.streams['events'].waiting()).toBe(false);
+    // Resumable from the first (its id names it), with the second after it.
+    const [a, b] = both;
+    expect(await app.streams['events'].resumable({ xid: a!.xid, id: a!.id, tag: a!.tag })).toBe(true);
+    expect((await app.streams['events'].after(a!.position, 10)).map((e) => e.id)).toEqual([b!.id]);
+    expect(await app.streams['events'].end()).toEqual({ position: b!.position, clientId: `${b!.xid}.${b!.id}-${b!.tag}` });
+  });
+
+  // The horizon is this database's: a transaction that wrote in another database of the same server (another
+  // service, another test worker, a CREATE DATABASE) does not hold our events back, as pg_snapshot_xmin would.
+  it.runIf(backend === 'postgres')('PostgreSQL: a transaction open in another database does not hold deliveries back', async () => {
+    const app = await buildTestApp();
+    await app.ready();
+    const ann = await signUp(app);
+    const base = new URL(process.env.TEST_DATABASE_URL!);
+    const name = testDatabaseName(base.pathname.slice(1), `${process.env.VITEST_POOL_ID ?? '0'}_other`);
+    const admin = new pg.Client({ connectionString: base.toString() });
+    await admin.connect();
+    await admin.query(`drop database if exists ${name}`);
+    await admin.query(`create database ${name}`);
+    const url = new URL(base);
+    url.pathname = `/${name}`;
+    const other = new pg.Client({ connectionString: url.toString() });
+    await other.connect();
+    try {
+      await other.query('begin');
+      const { rows } = await other.query<{ xid: string }>('select pg_current_xact_id()::text as xid');
+      const created = await call(app, 'POST', `/users/${ann.id}/posts`, { token: ann.token, body: { title: 't', content: 'c' } });
+      expect(created.statusCode).toBe(201);
+      // The cluster's horizon is held back by the other database's transaction (so this test means something)...
+      const held = await sql<{ xmin: string }>`select pg_snapshot_xmin(pg_current_snapshot())::text as xmin`.execute(app.db);
+      expect(BigInt(held.rows[0]!.xmin)).toBeLessThanOrEqual(BigInt(rows[0]!.xid));
+      // ...ours is not: the event is readable, with that transaction still open.
+      await vi.waitFor(async () => expect((await app.streams['events'].after(START, 10)).map((e) => e.postId)).toEqual([created.json().id]), {
+        timeout: 1_000,
+        interval: 20,
+      });
+      expect(await app.streams['events'].waiting()).toBe(false);
+      expect((await other.query<{ open: string }>('select pg_current_xact_id()::text as open')).rows[0]!.open).toBe(rows[0]!.xid);
+    } finally {
+      await other.query('rollback').catch(() => undefined);
+      await other.end();
+      await admin.query(`drop database if exists ${name}`);
+      await admin.end();
+    }
   });
 
   it('answers JSON without Accept: text/event-stream, and a HEAD gets a stream\'s headers without opening one', async () => {
@@ -170,7 +299,7 @@ describe('stream event log', () => {
       viewer: undefined,
       caller: { id: 1, tokenHash: 'h' },
       seat: seat!,
-      cursor: 0,
+      cursor: START,
       live: false,
       out,
       res: new ServerResponse(new IncomingMessage(new Socket())),
@@ -198,9 +327,12 @@ describe('stream event log', () => {
     const content = 'x'.repeat(10_000);
     const create = (title: string) => call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title, content } });
     expect((await create('first')).statusCode).toBe(201);
-    const first = await app.db.selectFrom('stream_events').select(['id', 'tag']).executeTakeFirstOrThrow();
+    const first = await app.db.selectFrom('stream_events').select(['xid', 'id', 'tag']).executeTakeFirstOrThrow();
     // 3 MB of posts after it.
     for (let i = 0; i < 300; i++) expect((await create(`post ${i}`)).statusCode).toBe(201);
+    // All of them readable before the stream opens (PostgreSQL: past the horizon), so the pump has nothing left to
+    // read for it: what is measured is the catch-up.
+    await vi.waitFor(async () => expect(await app.streams['events'].waiting()).toBe(false), { timeout: 10_000, interval: 20 });
 
     // Everything the log hands the hub, in bytes (as JSON): what it holds before writing it out.
     let read = 0;
@@ -220,7 +352,7 @@ describe('stream event log', () => {
       kind: 'posts',
       viewer: undefined,
       caller: undefined,
-      cursor: 0,
+      cursor: START,
       live: false,
       out,
       res: new ServerResponse(new IncomingMessage(new Socket())),
@@ -229,7 +361,7 @@ describe('stream event log', () => {
     };
     // What waits for the client: in the stream's buffer, or queued behind it.
     const waiting = () => out.readableLength + out.writableLength;
-    await app.streams.add(sub, { id: Number(first.id), tag: first.tag });
+    await app.streams.add(sub, { xid: String(first.xid), id: Number(first.id), tag: first.tag });
     // It writes until the client has a little waiting, then waits for it; read no more meanwhile.
     await vi.waitFor(() => expect(waiting()).toBeGreaterThan(64 * 1024), { timeout: 10_000 });
     let before = -1;
