@@ -6,7 +6,6 @@ import { afterCommitNotifier, listen, type Listener } from '../../db/pg-notify.j
 import type { Caller } from '../../plugins/auth.js';
 import { appendVary } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
-import { hashToken } from '../../shared/tokens.js';
 import { findCallerByTokenHash } from '../../db/hot-statements.js';
 import { adoptRestoredLog, EVENTS_CHANNEL, purgeEvents, recordStreamEvent, START, TAG_PATTERN } from './events.js';
 import { redisWakeup, type Wakeup } from './redis-wakeup.js';
@@ -116,12 +115,12 @@ export async function openStream(app: FastifyInstance, request: FastifyRequest, 
   const resumeFrom = lastEventId(request);
   // Shutting down counts as full: `app.closing` aborting runs the hub's closeAll (below).
   if (app.streams.full) throw tooManyStreams();
-  const header = open.caller ? /^Bearer[ \t]+(\S+)/i.exec(request.headers.authorization ?? '') : null;
+  const tokenHash = open.caller ? app.auth.hashOf(request) : undefined;
   const out = new PassThrough();
   const sub: Subscriber = {
     kind: open.kind,
     viewer: open.viewer,
-    caller: open.caller && header?.[1] ? { id: open.caller.id, tokenHash: hashToken(header[1]) } : undefined,
+    caller: open.caller && tokenHash ? { id: open.caller.id, tokenHash } : undefined,
     cursor: START,
     live: false,
     out,
