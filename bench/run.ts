@@ -411,6 +411,10 @@ async function main(): Promise<void> {
       searchDeepCursor: codec.encode(`posts?q="${SEARCH_COMMON}"`, deepFrom + 22 * deepIndex),
       manyAuthors,
       follows: followPairs(data, seeded.tokens.signedIn),
+      // Pair 0 is the sanity check's; the load runs start at pair 1 (as the follows').
+      ...(seeded.tokens.blockPairs
+        ? { blocks: { start: 1, followers: seeded.tokens.blockPairs.blockers, followees: seeded.tokens.blockPairs.blocked, action: 'block' as const } }
+        : {}),
       ...(seeded.tokens.signedIn[data.returning - 1] ? { returning: { id: data.returning, token: seeded.tokens.signedIn[data.returning - 1] as string } } : {}),
       ...(small && smallCursor && growthPosts !== undefined ? { growth: { posts: growthPosts, deepCursor: smallCursor, feedToken: small.seeded.tokens.feed } } : {}),
     });
@@ -480,7 +484,14 @@ async function main(): Promise<void> {
       try {
         const result = await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
         // The next run's follows start past every pair this one may have sent (answered or still in flight).
-        if (scenario.spec.follows) scenario.spec.follows.start += result.requests + 2 * connections;
+        if (scenario.spec.follows) {
+          const seq = scenario.spec.follows;
+          seq.start += result.requests + 2 * connections;
+          // Blocks cannot repeat (409): past the seeded pairs every answer is an error, and the figures are void.
+          if (seq.action === 'block' && seq.start > seq.followers.length * seq.followees.length) {
+            log(`  ${scenario.key}: past its ${seq.followers.length * seq.followees.length} seeded pairs (BLOCKERS × BLOCKED in seed.ts): later runs repeat blocks`);
+          }
+        }
         // After a write, wait for its aftermath before the next run (and count the server's share of it, the
         // fan-out of the posts it created, in this scenario's CPU), so that it falls on no other scenario.
         if (scenario.spec.method !== 'GET') await settle();

@@ -105,6 +105,27 @@ describe('the follow scenario and its target (issue 45)', () => {
     expect(lua).toContain("{ 21, [[cb_b]] }");
   });
 
+  it('walks block pairs diagonally: each pair once, and requests in flight together name different users on both sides', () => {
+    const blocks = { start: 1, followers: sequence.followers, followees: [100, 101, 102, 103], action: 'block' as const };
+    const requests = Array.from({ length: 12 }, (_, n) => followRequest(blocks, n));
+    const pairs = requests.map((r) => `${r.path} ${r.body}`);
+    expect(new Set(pairs).size).toBe(12);
+    expect(requests[4]).toEqual({
+      path: '/users/21/blocks',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer cb_b' },
+      body: '{"id":102}',
+    });
+    // Fewer requests in flight than blockers (2 of 3 here, 50 connections of 100 in the bench).
+    for (let n = 0; n + 2 <= 12; n++) {
+      const window = requests.slice(n, n + 2);
+      expect(new Set(window.map((r) => r.path)).size).toBe(2);
+      expect(new Set(window.map((r) => r.body)).size).toBe(2);
+    }
+    const lua = wrkScript({ method: 'POST', path: '/users/20/blocks', follows: blocks });
+    expect(lua).toContain('"/blocks"');
+    expect(lua).toContain('(i + math.floor(k / #followers)) % #followees');
+  });
+
   it('judges a floor on req/s and p99 by the scenario alone', () => {
     const floor: TargetSpec = { title: 'f', scenario: 'f', baseline: 'f', min: 1000, absolute: { rps: 1000, p99Ms: 2 } };
     const fast = summarise(scenario('f'), [run(1200, 50), run(1100, 50), run(900, 50)], 100);

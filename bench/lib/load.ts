@@ -28,30 +28,44 @@ export interface RequestSpec {
   /**
    * Follows that never repeat (the follow scenario): request n of a load run is pair `start + n` of `followers` ×
    * `followees` (see followRequest), sent as the follower with their token. `path`, `headers` and `body` are pair
-   * `start - 1`, which the sanity check sends; the harness moves `start` past the pairs each run used.
+   * `start - 1`, which the sanity check sends; the harness moves `start` past the pairs each run used. With
+   * `action: 'block'` each request is a block instead (the block scenario).
    */
   follows?: FollowSequence;
 }
 
 export interface FollowSequence {
   start: number;
-  /** Users with a bearer token, none of whom follows any of `followees` in the seed. */
+  /** Users with a bearer token, none of whom follows any of `followees` in the seed (blocks: who block). */
   followers: { id: number; token: string }[];
+  /** Blocks: the users blocked, each followed by and following every one of `followers` in the seed. */
   followees: number[];
+  /**
+   * 'block': pair n is `POST /users/{follower}/blocks` naming the followee, walked diagonally (see followRequest).
+   * Default: a follow.
+   */
+  action?: 'block';
 }
 
 /**
  * Pair n of a follow sequence as a request: follower n mod |followers| follows followee ⌊n / |followers|⌋ mod
  * |followees|, so n below |followers| × |followees| never names a pair twice. The wrk script does the same in Lua.
+ * Blocks take followee (n mod |followers| + ⌊n / |followers|⌋) mod |followees| instead: with at least as many
+ * followees as followers, and fewer requests in flight than followers, requests in flight together name different
+ * users on both sides (a block locks both users' rows: 50 blocks of one user at once would measure waiting on that
+ * lock), and still no pair twice.
  */
 export function followRequest(seq: FollowSequence, n: number): { path: string; headers: Record<string, string>; body: string } {
-  const follower = seq.followers[n % seq.followers.length] as { id: number; token: string };
-  const followee = seq.followees[Math.floor(n / seq.followers.length) % seq.followees.length] as number;
-  return {
-    path: `/users/${followee}/followers`,
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${follower.token}` },
-    body: JSON.stringify({ id: follower.id }),
-  };
+  const i = n % seq.followers.length;
+  const round = Math.floor(n / seq.followers.length);
+  const follower = seq.followers[i] as { id: number; token: string };
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${follower.token}` };
+  if (seq.action === 'block') {
+    const blocked = seq.followees[(i + round) % seq.followees.length] as number;
+    return { path: `/users/${follower.id}/blocks`, headers, body: JSON.stringify({ id: blocked }) };
+  }
+  const followee = seq.followees[round % seq.followees.length] as number;
+  return { path: `/users/${followee}/followers`, headers, body: JSON.stringify({ id: follower.id }) };
 }
 
 /**
@@ -132,10 +146,18 @@ export function wrkScript(spec: RequestSpec): string {
       'request = function()',
       '  local k = start + n',
       '  n = n + 1',
-      '  local f = followers[(k % #followers) + 1]',
-      '  local e = followees[(math.floor(k / #followers) % #followees) + 1]',
+      '  local i = k % #followers',
+      '  local f = followers[i + 1]',
       '  local h = { ["content-type"] = "application/json", ["authorization"] = "Bearer " .. f[2] }',
-      '  return wrk.format("POST", "/users/" .. e .. "/followers", h, \'{"id":\' .. f[1] .. "}")',
+      ...(seq.action === 'block'
+        ? [
+            '  local e = followees[((i + math.floor(k / #followers)) % #followees) + 1]',
+            '  return wrk.format("POST", "/users/" .. f[1] .. "/blocks", h, \'{"id":\' .. e .. "}")',
+          ]
+        : [
+            '  local e = followees[(math.floor(k / #followers) % #followees) + 1]',
+            '  return wrk.format("POST", "/users/" .. e .. "/followers", h, \'{"id":\' .. f[1] .. "}")',
+          ]),
       'end',
     );
   } else if (spec.variants?.length) {

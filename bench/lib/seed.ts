@@ -31,7 +31,24 @@ export interface Tokens {
   signedIn: string[];
   /** The users and posts of the safety and notifications scenarios (see `seedSafety`). */
   safety?: SafetyFixtures;
+  /** The block scenario's users (see `seedBlockPairs`). */
+  blockPairs?: BlockPairs;
 }
+
+/**
+ * The block scenario (issue 42): `blockers` (signed in) and `blocked`, every blocker following every blocked user
+ * and followed back, each user with `postsEach` posts, all of them in the feed of everyone on the other side. Users
+ * past the dataset's and the safety fixtures', so no other scenario's user changes; every pair can be blocked once.
+ */
+export interface BlockPairs {
+  blockers: { id: number; token: string }[];
+  blocked: number[];
+  postsEach: number;
+}
+
+/** Blockers × blocked users: 20,000 pairs, enough for ~570 blocks a second over the default warm-up and rounds (35 s). */
+export const BLOCKERS = 100;
+export const BLOCKED = 200;
 
 /**
  * CONTRACT §9 and §10 scenarios (issues 42, 43), seeded beside the dataset without changing it:
@@ -289,6 +306,10 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
   })());
   phase('boards');
 
+  const pairs = await seedBlockPairs(data, target, passwordHash, (p) => [pickText(titles, p), pickText(contents, p)]);
+  tokens.blockPairs = pairs.fixtures;
+  phase('block_pairs');
+
   await target.run(dropped);
   phase('indexes');
   const safety = await seedSafety(data, target, passwordHash);
@@ -300,7 +321,7 @@ async function seed(data: Dataset, target: Target, log: (line: string) => void):
   await target.finish();
   phase('finish');
   try {
-    await verify(target, data, safety.feedEntries);
+    await verify(target, data, safety.feedEntries + pairs.feedEntries);
   } finally {
     await target.close();
   }
@@ -375,6 +396,83 @@ async function seedSafety(data: Dataset, target: Target, passwordHash: string): 
     replyPostOwner: `user${data.postOwner[replyPost]}`,
   };
   return { fixtures, feedEntries: feed.length };
+}
+
+/**
+ * The rows of BlockPairs, written before the secondary indexes are built: BLOCKERS + BLOCKED users after the two of
+ * `seedSafety` (ids users + 3 …, tokens after its two), their mutual follows (each with the `follow` notification
+ * the API writes), their posts and search entries, and every post in the feed of each follower, with the counters
+ * to match. Each user has ~100 posts at 1M posts (posts ÷ 10,000, 1–100: 2 at --quick), owned in turn (post
+ * posts + 1 + m by user m mod (BLOCKERS + BLOCKED)) so that a user's posts lie spread through the other side's
+ * feeds, as posts written over time do. Their texts are the dataset's (without the rare word, so the rare search's
+ * results stay the dataset's): they are the newest posts, so GET /posts' first page shows posts of the seeded sizes
+ * as before. At 1M posts: 30,000 posts, 40,000 follows and notifications, 4,000,000 feed entries.
+ */
+async function seedBlockPairs(
+  data: Dataset,
+  target: Target,
+  passwordHash: string,
+  text: (post: number) => [string, string],
+): Promise<{ fixtures: BlockPairs; feedEntries: number }> {
+  const { users, posts } = data.options;
+  const postsEach = Math.max(1, Math.min(100, Math.round(posts / 10_000)));
+  const first = users + 3;
+  const all = BLOCKERS + BLOCKED;
+  const blockers = Array.from({ length: BLOCKERS }, (_, i) => first + i);
+  const blocked = Array.from({ length: BLOCKED }, (_, i) => first + BLOCKERS + i);
+  const ownerOf = (p: number) => first + ((p - posts - 1) % all);
+  const lastPost = posts + postsEach * all;
+  const isBlocker = (u: number) => u < first + BLOCKERS;
+
+  const publicPosts = new Map<number, number>();
+  const followersPosts = new Map<number, number>();
+  for (let p = posts + 1; p <= lastPost; p++) {
+    const counts = visibilityOf(p) === 'public' ? publicPosts : visibilityOf(p) === 'followers' ? followersPosts : undefined;
+    counts?.set(ownerOf(p), (counts.get(ownerOf(p)) ?? 0) + 1);
+  }
+  const at = (u: number) => iso(USERS_AT + u * 1000);
+  await target.write(TABLES.users, [...blockers, ...blocked].map((u) => {
+    const others = isBlocker(u) ? BLOCKED : BLOCKERS;
+    return [u, `user${u}`, `user${u}`, `User ${u}`, '', 'member', passwordHash, others, others, postsEach,
+      publicPosts.get(u) ?? 0, followersPosts.get(u) ?? 0, 0, userSearchWords(`user${u}`, `User ${u}`), at(u), at(u)];
+  }));
+  await target.write(TABLES.user_words, (function* () {
+    for (const u of [...blockers, ...blocked]) for (const word of userWordPrefixes(`user${u}`, `User ${u}`)) yield [word, `user${u}`, u];
+  })());
+  // Token ids after the dataset's and the two of seedSafety.
+  const firstToken = Math.max(data.options.signedIn, data.reader) + 3;
+  const secrets = blockers.map(() => newTokenSecret());
+  const now = Date.now();
+  await target.write(TABLES.tokens, secrets.map((secret, i) =>
+    [firstToken + i, blockers[i], hashToken(secret), 0, iso(now), iso(now + 7 * 24 * 3600 * 1000)]));
+
+  // Follows in primary-key order (followee_id, follower_id), and the follow notification of each.
+  const followsOf = function* () {
+    for (const followee of [...blockers, ...blocked]) for (const follower of isBlocker(followee) ? blocked : blockers) yield [follower, followee];
+  };
+  await target.write(TABLES.follows, (function* () {
+    for (const [follower, followee] of followsOf()) yield [follower, followee, iso(FOLLOWS_AT)];
+  })());
+  await target.write(TABLES.notifications, (function* () {
+    for (const [follower, followee] of followsOf()) yield [followee, follower, 'follow', null, iso(FOLLOWS_AT)];
+  })());
+
+  await target.write(TABLES.posts, (function* () {
+    for (let p = posts + 1; p <= lastPost; p++) {
+      const [title, content] = text(p);
+      yield [p, ownerOf(p), title, content, visibilityOf(p), 0, 0, iso(POSTS_AT + p * 1000), iso(POSTS_AT + p * 1000)];
+    }
+  })());
+  await target.write(target.postSearch.table, (function* () {
+    for (let p = posts + 1; p <= lastPost; p++) yield target.postSearch.row(p, postIndexWords(...text(p)));
+  })());
+  // Each user's feed: every post of the other side, in primary-key order (user_id, post_id).
+  const feedEntries = await target.write(TABLES.feed_entries, (function* () {
+    for (const u of [...blockers, ...blocked]) {
+      for (let p = posts + 1; p <= lastPost; p++) if (isBlocker(ownerOf(p)) !== isBlocker(u)) yield [u, p, ownerOf(p)];
+    }
+  })());
+  return { fixtures: { blockers: blockers.map((id, i) => ({ id, token: secrets[i] as string })), blocked, postsEach }, feedEntries };
 }
 
 /** Creates (or replaces) the SQLite database `file` and fills it. */
