@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { runLoad, type LoadResult, type LoadTool } from './lib/load.js';
 import { freePort, npmStartCommand, run, startServer, which, type ServerProcess } from './lib/process.js';
-import type { FanoutJob, FanoutResult, OpenJob, OpenResult, Percentiles, SeedJob, Seeded } from './lib/stream-client.js';
+import type { FanoutJob, FanoutResult, NotifyJob, NotifyResult, OpenJob, OpenResult, Percentiles, SeedJob, Seeded } from './lib/stream-client.js';
 import { int } from './lib/args.js';
 
 /**
@@ -17,8 +17,10 @@ import { int } from './lib/args.js';
  *   1. peak RSS of the server holding N idle streams (half feed streams of signed-in users, half anonymous);
  *   2. how long a post by an author followed by F of the S connected subscribers takes to reach all F feed
  *      streams, while the other writers post at a fixed rate;
- *   3. GET /posts/{id} throughput with S idle streams open ÷ the same without them, in back-to-back pairs.
- * See bench/README.md ("Live streams").
+ *   3. GET /posts/{id} throughput with S idle streams open ÷ the same without them, in back-to-back pairs;
+ *   4. (issue 43) with S notification streams open, how long a follow of one of their users takes to reach that
+ *      user's stream as a `notification.created`, while the writers post at the same fixed rate.
+ * `--phases` runs some of them (the seed always runs). See bench/README.md ("Live streams").
  */
 
 const HELP = `Usage: npm run bench:streams -- [options]
@@ -35,6 +37,9 @@ const HELP = `Usage: npm run bench:streams -- [options]
   --duration S                seconds per load run in figure 3 (default 30, the token re-check period, so that
                               every run with streams carries one re-check of their 5,000 tokens; quick 2)
   --connections N             load connections in figure 3 (default 50)
+  --follows N                 follows timed in figure 4, each of a different subscriber (default 200; quick 50)
+  --follow-rate N             their rate per second (default 10)
+  --phases a,b,...            figures to run: idle (1), fanout (2), reads (3), notifications (4) (default all)
   --tool wrk|autocannon       load generator (default: wrk when installed)
   --profile                   write a V8 CPU profile of the server to bench/.work/profiles
   --pg-url URL                PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres)
@@ -55,6 +60,9 @@ const { values: args } = parseArgs({
     pairs: { type: 'string' },
     duration: { type: 'string' },
     connections: { type: 'string', default: '50' },
+    follows: { type: 'string' },
+    'follow-rate': { type: 'string' },
+    phases: { type: 'string' },
     tool: { type: 'string' },
     profile: { type: 'boolean', default: false },
     'pg-url': { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/postgres' },
@@ -83,13 +91,19 @@ const cfg = {
   duration: int('duration', args.duration, quick ? 2 : 30),
   warmup: quick ? 1 : 5,
   connections: int('connections', args.connections, 50),
+  follows: int('follows', args.follows, quick ? 50 : 200),
+  followRate: int('follow-rate', args['follow-rate'], 10),
   archivePosts: quick ? 200 : 2_000,
 };
 if (cfg.followers > cfg.subscribers) throw new Error('--followers cannot exceed --subscribers');
+if (cfg.follows > cfg.subscribers) throw new Error('--follows cannot exceed --subscribers');
+const PHASES = ['idle', 'fanout', 'reads', 'notifications'] as const;
+const phases = new Set((args.phases ?? PHASES.join(',')).split(',').map((p) => p.trim()));
+for (const p of phases) if (!(PHASES as readonly string[]).includes(p)) throw new Error(`--phases: unknown phase ${p} (${PHASES.join(', ')})`);
 const idleStreams = cfg.subscribers + cfg.anonymous;
 
 /** The issue's thresholds (full size; a --quick run is judged against them too, for the smoke of it). */
-const TARGETS = { rssMb: 300, fanoutP99Ms: 1000, throughputRatio: 0.9 };
+const TARGETS = { rssMb: 300, fanoutP99Ms: 1000, throughputRatio: 0.9, notifyP99Ms: 1000 };
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 process.chdir(root);
@@ -154,9 +168,11 @@ class Client {
   }
 }
 
-async function openStreams(port: number): Promise<number> {
+/** The server's open streams: post and feed streams, or notification streams (a gauge of their own). */
+async function openStreams(port: number, kind: 'posts' | 'notifications' = 'posts'): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const match = /^corkboard_streams_open(?:\{[^}]*\})? (\d+)/m.exec(text);
+  const gauge = kind === 'posts' ? 'corkboard_streams_open' : 'corkboard_notification_streams_open';
+  const match = new RegExp(`^${gauge}(?:\\{[^}]*\\})? (\\d+)`, 'm').exec(text);
   return match ? Number(match[1]) : Number.NaN;
 }
 
@@ -171,10 +187,10 @@ async function heapOf(port: number): Promise<{ heapUsedMb: number; heapTotalMb: 
 }
 
 /** Waits until the server reports `n` open streams (closing is noticed asynchronously). */
-async function awaitOpen(port: number, n: number, timeoutMs = 30_000): Promise<number> {
+async function awaitOpen(port: number, n: number, timeoutMs = 30_000, kind: 'posts' | 'notifications' = 'posts'): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const open = await openStreams(port);
+    const open = await openStreams(port, kind);
     if (open === n || Date.now() > deadline) return open;
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -200,7 +216,7 @@ const median = (values: number[]) => {
 
 interface Figures {
   meta: Record<string, unknown>;
-  idle: {
+  idle?: {
     streams: number;
     open: OpenResult;
     serverOpen: number;
@@ -213,14 +229,15 @@ interface Figures {
     heapEnd: { heapUsedMb: number; heapTotalMb: number; externalMb: number };
     met: boolean;
   };
-  fanout: FanoutResult & { serverCpuShare: number; met: boolean };
-  throughput: {
+  fanout?: FanoutResult & { serverCpuShare: number; met: boolean };
+  throughput?: {
     pairs: { without: LoadResult; with: LoadResult; ratio: number; cpuRatio: number }[];
     ratio: number;
     cpuRatio: number;
     streams: number;
     met: boolean;
   };
+  notifications?: NotifyResult & { serverCpuShare: number; met: boolean };
 }
 
 async function main(): Promise<void> {
@@ -350,101 +367,145 @@ async function main(): Promise<void> {
 
     // ---- figure 1: idle streams, server RSS ----
     await sleep(2000);
-    const rssBefore = srv.rss();
-    const heapBefore = await heapOf(port);
-    log(`figure 1: opening ${idleStreams} streams (server RSS before: ${mb(rssBefore)} MB)…`);
-    const sampler = srv.sampleRss();
-    const openJob: OpenJob = { feeds: { from: 0, count: cfg.subscribers }, anonymous: cfg.anonymous };
-    const opened = await cl.call<OpenResult>({ cmd: 'open', job: openJob });
-    const serverOpen = await awaitOpen(port, idleStreams, 10_000);
-    log(`  opened ${opened.opened} (failed ${opened.failed}: ${JSON.stringify(opened.statuses)}) in ${opened.seconds.toFixed(1)} s; the server counts ${serverOpen}`);
-    await sleep(cfg.hold * 1000);
-    const rssEnd = srv.rss();
-    const heapEnd = await heapOf(port);
-    const rssPeak = sampler.stop();
-    log(`  held ${cfg.hold} s: peak RSS ${mb(rssPeak)} MB, at the end ${mb(rssEnd)} MB`);
-    const idle: Figures['idle'] = {
-      streams: idleStreams,
-      open: opened,
-      serverOpen,
-      rssBeforeMb: mb(rssBefore),
-      rssPeakMb: mb(rssPeak),
-      rssEndMb: mb(rssEnd),
-      perStreamKb: Math.round(((rssEnd - rssBefore) * 1024) / Math.max(1, serverOpen)),
-      holdSeconds: cfg.hold,
-      heapBefore,
-      heapEnd,
-      met: serverOpen === idleStreams && opened.failed === 0 && rssPeak <= TARGETS.rssMb,
-    };
+    let idle: Figures['idle'];
+    // Whether the subscribers' feed streams are open (figure 1 opens them; figure 2 needs them).
+    let feedsOpen = false;
+    if (phases.has('idle')) {
+      const rssBefore = srv.rss();
+      const heapBefore = await heapOf(port);
+      log(`figure 1: opening ${idleStreams} streams (server RSS before: ${mb(rssBefore)} MB)…`);
+      const sampler = srv.sampleRss();
+      const openJob: OpenJob = { feeds: { from: 0, count: cfg.subscribers }, anonymous: cfg.anonymous };
+      const opened = await cl.call<OpenResult>({ cmd: 'open', job: openJob });
+      const serverOpen = await awaitOpen(port, idleStreams, 10_000);
+      log(`  opened ${opened.opened} (failed ${opened.failed}: ${JSON.stringify(opened.statuses)}) in ${opened.seconds.toFixed(1)} s; the server counts ${serverOpen}`);
+      await sleep(cfg.hold * 1000);
+      const rssEnd = srv.rss();
+      const heapEnd = await heapOf(port);
+      const rssPeak = sampler.stop();
+      log(`  held ${cfg.hold} s: peak RSS ${mb(rssPeak)} MB, at the end ${mb(rssEnd)} MB`);
+      idle = {
+        streams: idleStreams,
+        open: opened,
+        serverOpen,
+        rssBeforeMb: mb(rssBefore),
+        rssPeakMb: mb(rssPeak),
+        rssEndMb: mb(rssEnd),
+        perStreamKb: Math.round(((rssEnd - rssBefore) * 1024) / Math.max(1, serverOpen)),
+        holdSeconds: cfg.hold,
+        heapBefore,
+        heapEnd,
+        met: serverOpen === idleStreams && opened.failed === 0 && rssPeak <= TARGETS.rssMb,
+      };
+      feedsOpen = true;
+    }
 
     // ---- figure 2: fan-out latency under write load ----
-    await cl.call({ cmd: 'close', kind: 'anonymous' });
-    const left = await awaitOpen(port, cfg.subscribers);
-    log(`figure 2: ${left} feed streams open (${cfg.followers} follow the author); ${cfg.rate} posts/s by ${cfg.writers} writers, ${cfg.probes} probes…`);
-    const fanJob: FanoutJob = { probes: cfg.probes, probeIntervalMs: 1000, writesPerSecond: cfg.rate, warmupMs: quick ? 1000 : 3000, graceMs: 10_000 };
-    const cpu0 = srv.cpuSeconds();
-    const t0 = performance.now();
-    const fan = await cl.call<FanoutResult>({ cmd: 'fanout', job: fanJob });
-    const cpuShare = (srv.cpuSeconds() - cpu0) / ((performance.now() - t0) / 1000);
-    const fanMet = fan.missed === 0 && fan.unexpected === 0 && fan.fromSend.p99 <= TARGETS.fanoutP99Ms && fan.writes.rate >= 0.95 * cfg.rate;
-    log(`  p50 ${ms(fan.fromSend.p50)} ms, p99 ${ms(fan.fromSend.p99)} ms, max ${ms(fan.fromSend.max)} ms over ${fan.samples} deliveries ` +
-      `(missed ${fan.missed}, unexpected ${fan.unexpected}); writes ${fan.writes.rate.toFixed(1)}/s; server CPU ${(cpuShare * 100).toFixed(0)}%`);
+    let fan: FanoutResult | undefined;
+    let cpuShare = 0;
+    let fanMet = false;
+    let settleSeconds = 0;
+    if (phases.has('fanout')) {
+      await cl.call({ cmd: 'close', kind: 'anonymous' });
+      if (!feedsOpen) {
+        await cl.call<OpenResult>({ cmd: 'open', job: { feeds: { from: 0, count: cfg.subscribers } } });
+        feedsOpen = true;
+      }
+      const left = await awaitOpen(port, cfg.subscribers);
+      log(`figure 2: ${left} feed streams open (${cfg.followers} follow the author); ${cfg.rate} posts/s by ${cfg.writers} writers, ${cfg.probes} probes…`);
+      const fanJob: FanoutJob = { probes: cfg.probes, probeIntervalMs: 1000, writesPerSecond: cfg.rate, warmupMs: quick ? 1000 : 3000, graceMs: 10_000 };
+      const cpu0 = srv.cpuSeconds();
+      const t0 = performance.now();
+      fan = await cl.call<FanoutResult>({ cmd: 'fanout', job: fanJob });
+      cpuShare = (srv.cpuSeconds() - cpu0) / ((performance.now() - t0) / 1000);
+      fanMet = fan.missed === 0 && fan.unexpected === 0 && fan.fromSend.p99 <= TARGETS.fanoutP99Ms && fan.writes.rate >= 0.95 * cfg.rate;
+      log(`  p50 ${ms(fan.fromSend.p50)} ms, p99 ${ms(fan.fromSend.p99)} ms, max ${ms(fan.fromSend.max)} ms over ${fan.samples} deliveries ` +
+        `(missed ${fan.missed}, unexpected ${fan.unexpected}); writes ${fan.writes.rate.toFixed(1)}/s; server CPU ${(cpuShare * 100).toFixed(0)}%`);
 
-    // ---- settle: what the write phase set going must not run into the read runs ----
-    // The fan-out worker still writes the feed entries of the posts just made, and on PostgreSQL dirty buffers and
-    // autovacuum follow a burst of writes (see "Slices" above in bench/README.md): wait for all of it.
-    const settleStarted = performance.now();
-    await settle();
-    const settleSeconds = (performance.now() - settleStarted) / 1000;
-    log(`settled in ${settleSeconds.toFixed(1)} s (fan-out queue empty${backend === 'postgres' ? ', CHECKPOINT, no autovacuum worker' : ''})`);
+      // ---- settle: what the write phase set going must not run into the read runs ----
+      // The fan-out worker still writes the feed entries of the posts just made, and on PostgreSQL dirty buffers and
+      // autovacuum follow a burst of writes (see "Slices" above in bench/README.md): wait for all of it.
+      const settleStarted = performance.now();
+      await settle();
+      settleSeconds = (performance.now() - settleStarted) / 1000;
+      log(`settled in ${settleSeconds.toFixed(1)} s (fan-out queue empty${backend === 'postgres' ? ', CHECKPOINT, no autovacuum worker' : ''})`);
+    }
 
     // ---- figure 3: GET /posts/{id} with and without idle streams ----
-    const spec = { method: 'GET' as const, path: '/posts/{id}', idMax: seeded.archivePosts };
-    const load = (seconds: number) => runLoad(tool, spec, { port, seconds, connections: cfg.connections, pin: pinClient, workDir: work });
-    let withStreams = true;
-    const setStreams = async (on: boolean) => {
-      if (on === withStreams) return;
-      if (on) await cl.call<OpenResult>({ cmd: 'open', job: { feeds: { from: 0, count: cfg.subscribers } } });
-      else await cl.call({ cmd: 'close', kind: 'all' });
-      const n = await awaitOpen(port, on ? cfg.subscribers : 0);
-      if (n !== (on ? cfg.subscribers : 0)) throw new Error(`the server holds ${n} streams, expected ${on ? cfg.subscribers : 0}`);
-      withStreams = on;
-      // Let the opening (or closing) and its garbage settle before the load starts.
-      await sleep(2000);
-    };
-    const measured = async (): Promise<LoadResult> => {
-      const c0 = srv.cpuSeconds();
-      const r = await load(cfg.duration);
-      r.cpuUs = ((srv.cpuSeconds() - c0) * 1e6) / Math.max(1, r.requests);
-      r.busy = (srv.cpuSeconds() - c0) / r.seconds;
-      return r;
-    };
-    log(`figure 3: GET /posts/{id} with ${cfg.subscribers} idle streams and without, ${cfg.pairs} pairs of ${cfg.duration} s (${tool}, ${cfg.connections} connections)…`);
-    await load(cfg.warmup);
-    const pairs: Figures['throughput']['pairs'] = [];
-    for (let k = 0; k < cfg.pairs; k++) {
-      // Alternate the order (with, without | without, with | …) so that drift favours neither and each toggle serves
-      // two runs.
-      const order = k % 2 === 0 ? [true, false] : [false, true];
-      const got: Record<string, LoadResult> = {};
-      for (const on of order) {
-        await setStreams(on);
-        const r = await measured();
-        got[on ? 'with' : 'without'] = r;
-        log(`  pair ${k + 1} ${on ? 'with   ' : 'without'}: ${Math.round(r.rps)} req/s, p99 ${ms(r.p99)} ms, CPU ${Math.round(r.cpuUs ?? 0)} µs/req, errors ${r.errors}`);
+    let throughput: Figures['throughput'];
+    if (phases.has('reads')) {
+      const spec = { method: 'GET' as const, path: '/posts/{id}', idMax: seeded.archivePosts };
+      const load = (seconds: number) => runLoad(tool, spec, { port, seconds, connections: cfg.connections, pin: pinClient, workDir: work });
+      let withStreams = feedsOpen;
+      const setStreams = async (on: boolean) => {
+        if (on === withStreams) return;
+        if (on) await cl.call<OpenResult>({ cmd: 'open', job: { feeds: { from: 0, count: cfg.subscribers } } });
+        else await cl.call({ cmd: 'close', kind: 'all' });
+        const n = await awaitOpen(port, on ? cfg.subscribers : 0);
+        if (n !== (on ? cfg.subscribers : 0)) throw new Error(`the server holds ${n} streams, expected ${on ? cfg.subscribers : 0}`);
+        withStreams = on;
+        // Let the opening (or closing) and its garbage settle before the load starts.
+        await sleep(2000);
+      };
+      const measured = async (): Promise<LoadResult> => {
+        const c0 = srv.cpuSeconds();
+        const r = await load(cfg.duration);
+        r.cpuUs = ((srv.cpuSeconds() - c0) * 1e6) / Math.max(1, r.requests);
+        r.busy = (srv.cpuSeconds() - c0) / r.seconds;
+        return r;
+      };
+      log(`figure 3: GET /posts/{id} with ${cfg.subscribers} idle streams and without, ${cfg.pairs} pairs of ${cfg.duration} s (${tool}, ${cfg.connections} connections)…`);
+      await load(cfg.warmup);
+      const pairs: NonNullable<Figures['throughput']>['pairs'] = [];
+      for (let k = 0; k < cfg.pairs; k++) {
+        // Alternate the order (with, without | without, with | …) so that drift favours neither and each toggle serves
+        // two runs.
+        const order = k % 2 === 0 ? [true, false] : [false, true];
+        const got: Record<string, LoadResult> = {};
+        for (const on of order) {
+          await setStreams(on);
+          const r = await measured();
+          got[on ? 'with' : 'without'] = r;
+          log(`  pair ${k + 1} ${on ? 'with   ' : 'without'}: ${Math.round(r.rps)} req/s, p99 ${ms(r.p99)} ms, CPU ${Math.round(r.cpuUs ?? 0)} µs/req, errors ${r.errors}`);
+        }
+        const w = got.with as LoadResult;
+        const wo = got.without as LoadResult;
+        pairs.push({ without: wo, with: w, ratio: w.rps / wo.rps, cpuRatio: (wo.cpuUs ?? 0) / (w.cpuUs ?? 1) });
       }
-      const w = got.with as LoadResult;
-      const wo = got.without as LoadResult;
-      pairs.push({ without: wo, with: w, ratio: w.rps / wo.rps, cpuRatio: (wo.cpuUs ?? 0) / (w.cpuUs ?? 1) });
+      const ratio = median(pairs.map((p) => p.ratio));
+      throughput = {
+        pairs,
+        ratio,
+        cpuRatio: median(pairs.map((p) => p.cpuRatio)),
+        streams: cfg.subscribers,
+        met: ratio >= TARGETS.throughputRatio && pairs.every((p) => p.with.errors === 0 && p.without.errors === 0),
+      };
+      feedsOpen = withStreams;
     }
-    const ratio = median(pairs.map((p) => p.ratio));
-    const throughput: Figures['throughput'] = {
-      pairs,
-      ratio,
-      cpuRatio: median(pairs.map((p) => p.cpuRatio)),
-      streams: cfg.subscribers,
-      met: ratio >= TARGETS.throughputRatio && pairs.every((p) => p.with.errors === 0 && p.without.errors === 0),
-    };
+
+    // ---- figure 4: follows reaching notification streams under write load (issue 43) ----
+    let notifications: Figures['notifications'];
+    if (phases.has('notifications')) {
+      await cl.call({ cmd: 'close', kind: 'all' });
+      await awaitOpen(port, 0);
+      log(`figure 4: opening ${cfg.subscribers} notification streams…`);
+      const opened = await cl.call<OpenResult>({ cmd: 'open', job: { notifications: { from: 0, count: cfg.subscribers } } });
+      const serverOpen = await awaitOpen(port, cfg.subscribers, 30_000, 'notifications');
+      log(`  opened ${opened.opened} (failed ${opened.failed}: ${JSON.stringify(opened.statuses)}) in ${opened.seconds.toFixed(1)} s; the server counts ${serverOpen}`);
+      await sleep(2000);
+      log(`  ${cfg.follows} follows at ${cfg.followRate}/s, each of a different subscriber; ${cfg.rate} posts/s by ${cfg.writers} writers…`);
+      const job: NotifyJob = { follows: cfg.follows, followsPerSecond: cfg.followRate, writesPerSecond: cfg.rate, warmupMs: quick ? 1000 : 3000, graceMs: 10_000 };
+      const cpu0 = srv.cpuSeconds();
+      const t0 = performance.now();
+      const result = await cl.call<NotifyResult>({ cmd: 'notify', job });
+      const share = (srv.cpuSeconds() - cpu0) / ((performance.now() - t0) / 1000);
+      const met = serverOpen === cfg.subscribers && opened.failed === 0 && result.followed === result.follows && result.missed === 0 &&
+        result.misdelivered === 0 && result.duplicates === 0 && result.fromSend.p99 <= TARGETS.notifyP99Ms && result.writes.rate >= 0.95 * cfg.rate;
+      notifications = { ...result, serverCpuShare: share, met };
+      log(`  p50 ${ms(result.fromSend.p50)} ms, p99 ${ms(result.fromSend.p99)} ms, max ${ms(result.fromSend.max)} ms over ${result.follows} follows ` +
+        `(${result.followed} answered 201; missed ${result.missed}, misdelivered ${result.misdelivered}, twice ${result.duplicates}); ` +
+        `writes ${result.writes.rate.toFixed(1)}/s; server CPU ${(share * 100).toFixed(0)}%`);
+    }
 
     const figures: Figures = {
       meta: {
@@ -464,9 +525,10 @@ async function main(): Promise<void> {
         mainBenchOverlap: overlap,
         serverFlags: startFlags(),
       },
-      idle,
-      fanout: { ...fan, serverCpuShare: cpuShare, met: fanMet },
-      throughput,
+      ...(idle ? { idle } : {}),
+      ...(fan ? { fanout: { ...fan, serverCpuShare: cpuShare, met: fanMet } } : {}),
+      ...(throughput ? { throughput } : {}),
+      ...(notifications ? { notifications } : {}),
     };
     const md = markdown(figures);
     process.stdout.write(`\n${md}\n`);
@@ -500,11 +562,14 @@ const pct = (p: Percentiles) => `p50 ${ms(p.p50)}, p90 ${ms(p.p90)}, p99 ${ms(p.
 function markdown(f: Figures): string {
   const m = f.meta;
   const c = m.config as typeof cfg;
+  const idle = f.idle;
+  const fanout = f.fanout;
   const t = f.throughput;
+  const n = f.notifications;
   const lines = [
     `# Live streams: ${m.backend as string}, ${m.date as string}`,
     '',
-    `Issue 25. Server: \`node ${(m.serverFlags as string[]).join(' ')} dist/src/server.js\` (the \`npm start\` flags), ` +
+    `Issues 25 and 43 (figure 4). Server: \`node ${(m.serverFlags as string[]).join(' ')} dist/src/server.js\` (the \`npm start\` flags), ` +
       `${m.pinned ? 'pinned to CPU 0; clients in a separate Node process pinned to CPU 1' : 'not pinned'}; ` +
       `${m.cpu as string}, ${m.cpus as number} CPUs, Node ${m.node as string}, commit ${m.commit as string}` +
       `${m.quick ? '; **--quick** (small numbers: not the issue\'s figures)' : ''}.`,
@@ -519,59 +584,111 @@ function markdown(f: Figures): string {
     '',
     '| # | figure | target | measured | result |',
     '|---|---|---|---|---|',
-    `| 1 | server RSS holding ${f.idle.streams.toLocaleString('en-US')} idle streams (${c.subscribers.toLocaleString('en-US')} feed streams of signed-in users + ` +
-      `${c.anonymous.toLocaleString('en-US')} anonymous \`GET /posts\` streams), held ${f.idle.holdSeconds} s | ≤ ${TARGETS.rssMb} MB | ` +
-      `peak ${f.idle.rssPeakMb} MB (${f.idle.rssBeforeMb} MB before opening; ~${f.idle.perStreamKb} KB a stream) | ${verdict(f.idle.met)} |`,
-    `| 2 | a post by the author reaches the feed streams of its ${f.fanout.watchers.toLocaleString('en-US')} followers (of ${c.subscribers.toLocaleString('en-US')} open), ` +
-      `while ${c.writers} other users post ${c.rate}/s | p99 ≤ ${TARGETS.fanoutP99Ms} ms | p99 ${ms(f.fanout.fromSend.p99)} ms ` +
-      `(${f.fanout.samples.toLocaleString('en-US')} deliveries of ${f.fanout.probes} posts; missed ${f.fanout.missed}) | ${verdict(f.fanout.met)} |`,
-    `| 3 | \`GET /posts/{id}\` req/s with ${t.streams.toLocaleString('en-US')} idle feed streams ÷ without | ≥ ${TARGETS.throughputRatio} | ` +
-      `${t.ratio.toFixed(2)} (median of ${t.pairs.length} pairs: ${t.pairs.map((p) => p.ratio.toFixed(2)).join(', ')}) | ${verdict(t.met)} |`,
+    ...(idle
+      ? [
+          `| 1 | server RSS holding ${idle.streams.toLocaleString('en-US')} idle streams (${c.subscribers.toLocaleString('en-US')} feed streams of signed-in users + ` +
+            `${c.anonymous.toLocaleString('en-US')} anonymous \`GET /posts\` streams), held ${idle.holdSeconds} s | ≤ ${TARGETS.rssMb} MB | ` +
+            `peak ${idle.rssPeakMb} MB (${idle.rssBeforeMb} MB before opening; ~${idle.perStreamKb} KB a stream) | ${verdict(idle.met)} |`,
+        ]
+      : []),
+    ...(fanout
+      ? [
+          `| 2 | a post by the author reaches the feed streams of its ${fanout.watchers.toLocaleString('en-US')} followers (of ${c.subscribers.toLocaleString('en-US')} open), ` +
+            `while ${c.writers} other users post ${c.rate}/s | p99 ≤ ${TARGETS.fanoutP99Ms} ms | p99 ${ms(fanout.fromSend.p99)} ms ` +
+            `(${fanout.samples.toLocaleString('en-US')} deliveries of ${fanout.probes} posts; missed ${fanout.missed}) | ${verdict(fanout.met)} |`,
+        ]
+      : []),
+    ...(t
+      ? [
+          `| 3 | \`GET /posts/{id}\` req/s with ${t.streams.toLocaleString('en-US')} idle feed streams ÷ without | ≥ ${TARGETS.throughputRatio} | ` +
+            `${t.ratio.toFixed(2)} (median of ${t.pairs.length} pairs: ${t.pairs.map((p) => p.ratio.toFixed(2)).join(', ')}) | ${verdict(t.met)} |`,
+        ]
+      : []),
+    ...(n
+      ? [
+          `| 4 | a follow reaches its recipient's notification stream (${n.streams.toLocaleString('en-US')} open, one per subscriber) as \`notification.created\`, ` +
+            `while ${c.writers} users post ${c.rate}/s | p99 ≤ ${TARGETS.notifyP99Ms} ms | p99 ${ms(n.fromSend.p99)} ms ` +
+            `(${n.follows} follows; missed ${n.missed}, misdelivered ${n.misdelivered}) | ${verdict(n.met)} |`,
+        ]
+      : []),
     '',
-    '## 1. Idle streams',
-    '',
-    `Opened ${f.idle.open.opened.toLocaleString('en-US')} in ${f.idle.open.seconds.toFixed(1)} s (100 handshakes in flight; refused: ${f.idle.open.failed}), ` +
-      `the server's \`corkboard_streams_open\` said ${f.idle.serverOpen.toLocaleString('en-US')}. RSS (\`VmRSS\` of /proc/<pid>/status, sampled every 200 ms ` +
-      `from the first stream opened to the end of the hold): before ${f.idle.rssBeforeMb} MB, peak ${f.idle.rssPeakMb} MB, at the end ${f.idle.rssEndMb} MB. ` +
-      `V8 heap used/total before ${f.idle.heapBefore.heapUsedMb}/${f.idle.heapBefore.heapTotalMb} MB, at the end ` +
-      `${f.idle.heapEnd.heapUsedMb}/${f.idle.heapEnd.heapTotalMb} MB; external memory ${f.idle.heapBefore.externalMb} → ${f.idle.heapEnd.externalMb} MB ` +
-      `(from the server's own /metrics; the rest of RSS is code, native allocations such as the HTTP parsers, and freed memory not yet returned). ` +
-      `The hold spans the heartbeat (\`: keep-alive\` every 15 s to every stream) and the token re-check (every 30 s) when it is ≥ 30 s.`,
-    '',
-    '## 2. Fan-out latency',
-    '',
-    `Every second the author posts (\`POST /users/{id}/posts\`, public); its title carries a sequence number, and the client records ` +
-      `when that title arrives on each follower's feed stream. Meanwhile the writers post ${c.rate}/s, open loop ` +
-      `(achieved ${f.fanout.writes.rate.toFixed(1)}/s, ${f.fanout.writes.errors} errors, write latency ${pct(f.fanout.writes.latency)} ms); each of their posts ` +
-      `goes to the ~${Math.round(c.subscribers / c.writers)} feed streams of its followers. The server process was on CPU ${(f.fanout.serverCpuShare * 100).toFixed(0)}% of the phase.`,
-    '',
-    '| latency, ms | p50 | p90 | p99 | max |',
-    '|---|---:|---:|---:|---:|',
-    `| from sending the POST | ${ms(f.fanout.fromSend.p50)} | ${ms(f.fanout.fromSend.p90)} | ${ms(f.fanout.fromSend.p99)} | ${ms(f.fanout.fromSend.max)} |`,
-    `| from its 201 | ${ms(f.fanout.fromResponse.p50)} | ${ms(f.fanout.fromResponse.p90)} | ${ms(f.fanout.fromResponse.p99)} | ${ms(f.fanout.fromResponse.max)} |`,
-    `| the probe POST itself | ${ms(f.fanout.probePostMs.p50)} | ${ms(f.fanout.probePostMs.p90)} | ${ms(f.fanout.probePostMs.p99)} | ${ms(f.fanout.probePostMs.max)} |`,
-    '',
-    `Slowest delivery per probe (ms): ${f.fanout.perProbeMax.map((v) => (Number.isFinite(v) ? Math.round(v) : 'missed')).join(', ')}. ` +
-      `Missed: ${f.fanout.missed}; delivered to a stream that must not get it: ${f.fanout.unexpected}; twice: ${f.fanout.duplicates}; ` +
-      `within 1 s: ${(f.fanout.withinOneSecond * 100).toFixed(2)}%. Post events received by all streams: ${f.fanout.eventsReceived.toLocaleString('en-US')}.`,
-    '',
-    '## 3. Reads beside idle streams',
-    '',
-    `\`GET /posts/{id}\` (random public post of ${c.archivePosts.toLocaleString('en-US')}, anonymous), ${m.tool as string} with ${c.connections} connections from CPU 1, ` +
-      `after the write phase has settled (${(m.settleSeconds as number).toFixed(1)} s: fan-out queue empty; PostgreSQL: CHECKPOINT, no autovacuum worker), ` +
-      `${c.duration} s runs after ${c.warmup} s of warm-up, in pairs taken back to back in alternating order (with, without | without, with | …); ` +
-      `the streams are opened (or closed) and the server's count checked 2 s before a run. Ratio: with ÷ without within a pair; median over the pairs.`,
-    '',
-    '| pair | without req/s | with req/s | ratio | CPU µs/req without | with | busy without | with | p99 ms without | with | errors |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...t.pairs.map((p, i) =>
-      `| ${i + 1} | ${Math.round(p.without.rps).toLocaleString('en-US')} | ${Math.round(p.with.rps).toLocaleString('en-US')} | ${p.ratio.toFixed(2)} | ` +
-        `${Math.round(p.without.cpuUs ?? 0)} | ${Math.round(p.with.cpuUs ?? 0)} | ${Math.round((p.without.busy ?? 0) * 100)}% | ${Math.round((p.with.busy ?? 0) * 100)}% | ` +
-        `${ms(p.without.p99)} | ${ms(p.with.p99)} | ${p.without.errors + p.with.errors} |`,
-    ),
-    '',
-    `CPU ratio (µs/req without ÷ with, median over the pairs): ${t.cpuRatio.toFixed(2)}.`,
-    '',
+    ...(idle
+      ? [
+          '## 1. Idle streams',
+          '',
+          `Opened ${idle.open.opened.toLocaleString('en-US')} in ${idle.open.seconds.toFixed(1)} s (100 handshakes in flight; refused: ${idle.open.failed}), ` +
+            `the server's \`corkboard_streams_open\` said ${idle.serverOpen.toLocaleString('en-US')}. RSS (\`VmRSS\` of /proc/<pid>/status, sampled every 200 ms ` +
+            `from the first stream opened to the end of the hold): before ${idle.rssBeforeMb} MB, peak ${idle.rssPeakMb} MB, at the end ${idle.rssEndMb} MB. ` +
+            `V8 heap used/total before ${idle.heapBefore.heapUsedMb}/${idle.heapBefore.heapTotalMb} MB, at the end ` +
+            `${idle.heapEnd.heapUsedMb}/${idle.heapEnd.heapTotalMb} MB; external memory ${idle.heapBefore.externalMb} → ${idle.heapEnd.externalMb} MB ` +
+            `(from the server's own /metrics; the rest of RSS is code, native allocations such as the HTTP parsers, and freed memory not yet returned). ` +
+            `The hold spans the heartbeat (\`: keep-alive\` every 15 s to every stream) and the token re-check (every 30 s) when it is ≥ 30 s.`,
+          '',
+        ]
+      : []),
+    ...(fanout
+      ? [
+          '## 2. Fan-out latency',
+          '',
+          `Every second the author posts (\`POST /users/{id}/posts\`, public); its title carries a sequence number, and the client records ` +
+            `when that title arrives on each follower's feed stream. Meanwhile the writers post ${c.rate}/s, open loop ` +
+            `(achieved ${fanout.writes.rate.toFixed(1)}/s, ${fanout.writes.errors} errors, write latency ${pct(fanout.writes.latency)} ms); each of their posts ` +
+            `goes to the ~${Math.round(c.subscribers / c.writers)} feed streams of its followers. The server process was on CPU ${(fanout.serverCpuShare * 100).toFixed(0)}% of the phase.`,
+          '',
+          '| latency, ms | p50 | p90 | p99 | max |',
+          '|---|---:|---:|---:|---:|',
+          `| from sending the POST | ${ms(fanout.fromSend.p50)} | ${ms(fanout.fromSend.p90)} | ${ms(fanout.fromSend.p99)} | ${ms(fanout.fromSend.max)} |`,
+          `| from its 201 | ${ms(fanout.fromResponse.p50)} | ${ms(fanout.fromResponse.p90)} | ${ms(fanout.fromResponse.p99)} | ${ms(fanout.fromResponse.max)} |`,
+          `| the probe POST itself | ${ms(fanout.probePostMs.p50)} | ${ms(fanout.probePostMs.p90)} | ${ms(fanout.probePostMs.p99)} | ${ms(fanout.probePostMs.max)} |`,
+          '',
+          `Slowest delivery per probe (ms): ${fanout.perProbeMax.map((v) => (Number.isFinite(v) ? Math.round(v) : 'missed')).join(', ')}. ` +
+            `Missed: ${fanout.missed}; delivered to a stream that must not get it: ${fanout.unexpected}; twice: ${fanout.duplicates}; ` +
+            `within 1 s: ${(fanout.withinOneSecond * 100).toFixed(2)}%. Post events received by all streams: ${fanout.eventsReceived.toLocaleString('en-US')}.`,
+          '',
+        ]
+      : []),
+    ...(t
+      ? [
+          '## 3. Reads beside idle streams',
+          '',
+          `\`GET /posts/{id}\` (random public post of ${c.archivePosts.toLocaleString('en-US')}, anonymous), ${m.tool as string} with ${c.connections} connections from CPU 1, ` +
+            `after the write phase has settled (${(m.settleSeconds as number).toFixed(1)} s: fan-out queue empty; PostgreSQL: CHECKPOINT, no autovacuum worker), ` +
+            `${c.duration} s runs after ${c.warmup} s of warm-up, in pairs taken back to back in alternating order (with, without | without, with | …); ` +
+            `the streams are opened (or closed) and the server's count checked 2 s before a run. Ratio: with ÷ without within a pair; median over the pairs.`,
+          '',
+          '| pair | without req/s | with req/s | ratio | CPU µs/req without | with | busy without | with | p99 ms without | with | errors |',
+          '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+          ...t.pairs.map((p, i) =>
+            `| ${i + 1} | ${Math.round(p.without.rps).toLocaleString('en-US')} | ${Math.round(p.with.rps).toLocaleString('en-US')} | ${p.ratio.toFixed(2)} | ` +
+              `${Math.round(p.without.cpuUs ?? 0)} | ${Math.round(p.with.cpuUs ?? 0)} | ${Math.round((p.without.busy ?? 0) * 100)}% | ${Math.round((p.with.busy ?? 0) * 100)}% | ` +
+              `${ms(p.without.p99)} | ${ms(p.with.p99)} | ${p.without.errors + p.with.errors} |`,
+          ),
+          '',
+          `CPU ratio (µs/req without ÷ with, median over the pairs): ${t.cpuRatio.toFixed(2)}.`,
+          '',
+        ]
+      : []),
+    ...(n
+      ? [
+          '## 4. Notification streams',
+          '',
+          `${n.streams.toLocaleString('en-US')} notification streams open (\`GET /users/{id}/notifications\`, \`Accept: text/event-stream\`, one per subscriber ` +
+            `with their token). ${n.follows} follows at ${c.followRate}/s (\`POST /users/{id}/followers\` by a writer, each of a different subscriber; ` +
+            `${n.followed} answered 201), timed from just before the POST to the \`notification.created\` of type \`follow\` from that writer on the ` +
+            `subscriber's stream. Meanwhile the writers post ${c.rate}/s, open loop (achieved ${n.writes.rate.toFixed(1)}/s, ${n.writes.errors} errors, write ` +
+            `latency ${pct(n.writes.latency)} ms). The server process was on CPU ${(n.serverCpuShare * 100).toFixed(0)}% of the phase.`,
+          '',
+          '| latency, ms | p50 | p90 | p99 | max |',
+          '|---|---:|---:|---:|---:|',
+          `| from sending the follow | ${ms(n.fromSend.p50)} | ${ms(n.fromSend.p90)} | ${ms(n.fromSend.p99)} | ${ms(n.fromSend.max)} |`,
+          `| from its 201 | ${ms(n.fromResponse.p50)} | ${ms(n.fromResponse.p90)} | ${ms(n.fromResponse.p99)} | ${ms(n.fromResponse.max)} |`,
+          `| the follow POST itself | ${ms(n.followPostMs.p50)} | ${ms(n.followPostMs.p90)} | ${ms(n.followPostMs.p99)} | ${ms(n.followPostMs.max)} |`,
+          '',
+          `Missed: ${n.missed}; \`notification.created\` events a stream did not expect (another user's follow, another type): ${n.misdelivered}; ` +
+            `twice: ${n.duplicates}; within 1 s: ${(n.withinOneSecond * 100).toFixed(2)}%.`,
+          '',
+        ]
+      : []),
   ];
   return lines.join('\n');
 }

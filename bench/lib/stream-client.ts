@@ -36,6 +36,8 @@ export interface SeedJob {
 export interface OpenJob {
   /** Feed streams of subscribers [from, from + count). */
   feeds?: { from: number; count: number };
+  /** Notification streams of subscribers [from, from + count). */
+  notifications?: { from: number; count: number };
   /** Anonymous GET /posts streams. */
   anonymous?: number;
 }
@@ -73,11 +75,51 @@ export interface FanoutResult {
   fromResponse: Percentiles;
   withinOneSecond: number;
   probePostMs: Percentiles;
-  writes: { sent: number; ok: number; errors: number; seconds: number; rate: number; latency: Percentiles; maxInFlight: number };
+  writes: WriteStats;
   /** Post events (all kinds) received by all streams during the phase. */
   eventsReceived: number;
   /** Per probe: the slowest delivery in ms from send (NaN if some were missed). */
   perProbeMax: number[];
+}
+
+/** The notification figure (issue 43): follows of subscribers whose notification streams are open. */
+export interface NotifyJob {
+  follows: number;
+  followsPerSecond: number;
+  writesPerSecond: number;
+  /** Background writes before the first follow. */
+  warmupMs: number;
+  /** How long after the last follow is sent its notification is awaited. */
+  graceMs: number;
+}
+
+export interface NotifyResult {
+  /** Follows sent (each of a different subscriber, by a writer) and how many were answered 201. */
+  follows: number;
+  followed: number;
+  /** Notification streams open when the follows began. */
+  streams: number;
+  missed: number;
+  /** `notification.created` events on a stream that expected none, or not the follow it expected. */
+  misdelivered: number;
+  duplicates: number;
+  /** From just before the follow POST is sent to its `notification.created` on the recipient's stream, in ms. */
+  fromSend: Percentiles;
+  /** From the follow's 201 (negative: before it), in ms. */
+  fromResponse: Percentiles;
+  withinOneSecond: number;
+  followPostMs: Percentiles;
+  writes: WriteStats;
+}
+
+export interface WriteStats {
+  sent: number;
+  ok: number;
+  errors: number;
+  seconds: number;
+  rate: number;
+  latency: Percentiles;
+  maxInFlight: number;
 }
 
 export interface Percentiles {
@@ -92,17 +134,19 @@ type Request =
   | { id: number; cmd: 'open'; job: OpenJob }
   | { id: number; cmd: 'close'; kind: 'anonymous' | 'all' }
   | { id: number; cmd: 'fanout'; job: FanoutJob }
+  | { id: number; cmd: 'notify'; job: NotifyJob }
   | { id: number; cmd: 'exit' };
 
 interface Stream {
   index: number;
-  kind: 'feed' | 'posts';
-  /** Index into subscribers, for feed streams. */
+  kind: 'feed' | 'posts' | 'notifications';
+  /** Index into subscribers, for feed and notification streams. */
   subscriber: number;
   req: http.ClientRequest;
   followsAuthor: boolean;
   closed: boolean;
-  /** The end of the previous chunk, so that a marker split between two chunks is still found. */
+  /** The end of the previous chunk, so that a marker split between two chunks is still found; notification
+   * streams: the text after the last complete event. */
   tail: string;
 }
 
@@ -119,6 +163,9 @@ let eventsReceived = 0;
 const arrivals = new Map<number, Float64Array>();
 let unexpected = 0;
 let duplicates = 0;
+/** While following: subscriber → the follow their notification stream awaits (the actor's id, when it arrived). */
+const awaited = new Map<number, { actorId: number; arrived: number }>();
+let misdelivered = 0;
 
 const api = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -204,7 +251,29 @@ async function seed(job: SeedJob): Promise<Seeded> {
   return seeded;
 }
 
+/**
+ * A notification stream's chunk: its complete events are parsed (they are few: a subscriber gets only the follows
+ * sent to them) and each `notification.created` is matched to the follow its stream awaits.
+ */
+function onNotificationChunk(stream: Stream, chunk: Buffer): void {
+  const now = performance.now();
+  const text = stream.tail + chunk.toString('utf8');
+  const end = text.lastIndexOf('\n\n');
+  stream.tail = end < 0 ? text : text.slice(end + 2);
+  if (end < 0) return;
+  for (const event of text.slice(0, end).split('\n\n')) {
+    if (!event.includes('event: notification.created')) continue;
+    const data = event.split('\n').find((line) => line.startsWith('data: '));
+    const notification = data ? (JSON.parse(data.slice(6)) as { type?: string; actorId?: number }) : {};
+    const wanted = awaited.get(stream.subscriber);
+    if (!wanted || notification.type !== 'follow' || notification.actorId !== wanted.actorId) misdelivered++;
+    else if (!Number.isNaN(wanted.arrived)) duplicates++;
+    else wanted.arrived = now;
+  }
+}
+
 function onChunk(stream: Stream, chunk: Buffer): void {
+  if (stream.kind === 'notifications') return onNotificationChunk(stream, chunk);
   const now = performance.now();
   // Count post events: cheap Buffer searches, no decoding.
   let at = chunk.indexOf('event: post.');
@@ -236,10 +305,10 @@ function onChunk(stream: Stream, chunk: Buffer): void {
   }
 }
 
-function openOne(kind: 'feed' | 'posts', subscriber: number): Promise<number> {
+function openOne(kind: Stream['kind'], subscriber: number): Promise<number> {
   return new Promise((resolve) => {
-    const user = kind === 'feed' ? seeded?.subscribers[subscriber] : undefined;
-    const path = kind === 'feed' ? `/users/${user?.id}/feed` : '/posts';
+    const user = kind === 'posts' ? undefined : seeded?.subscribers[subscriber];
+    const path = kind === 'posts' ? '/posts' : `/users/${user?.id}/${kind}`;
     const req = http.request(`${base}${path}`, {
       agent: false,
       headers: { accept: 'text/event-stream', ...(user ? { authorization: `Bearer ${user.token}` } : {}) },
@@ -294,6 +363,8 @@ async function open(job: OpenJob): Promise<OpenResult> {
   const feeds = job.feeds;
   // 100 handshakes in flight at a time: well inside the server's listen backlog (511).
   if (feeds) await pool(feeds.count, 100, async (i) => count(await openOne('feed', feeds.from + i)));
+  const notifications = job.notifications;
+  if (notifications) await pool(notifications.count, 100, async (i) => count(await openOne('notifications', notifications.from + i)));
   if (job.anonymous) await pool(job.anonymous, 100, async () => count(await openOne('posts', -1)));
   return { opened, failed, statuses, seconds: (performance.now() - started) / 1000, open: streams.filter((s) => !s.closed).length };
 }
@@ -332,34 +403,7 @@ async function fanout(job: FanoutJob): Promise<FanoutResult> {
   eventsReceived = 0;
   unexpected = 0;
   duplicates = 0;
-  const writes = { sent: 0, ok: 0, errors: 0, maxInFlight: 0 };
-  const writeLatency: number[] = [];
-  let inFlight = 0;
-  let writing = true;
-  const writeStarted = performance.now();
-  const writer = (async () => {
-    const interval = 1000 / job.writesPerSecond;
-    let due = performance.now();
-    for (let n = 0; writing; n++) {
-      const w = s.writers[n % s.writers.length] as User;
-      const t0 = performance.now();
-      inFlight++;
-      writes.maxInFlight = Math.max(writes.maxInFlight, inFlight);
-      writes.sent++;
-      call('POST', `/users/${w.id}/posts`, { title: `Background post ${n} by a writer of the run`, content: CONTENT, visibility: 'public' }, w.token)
-        .then((res) => {
-          if (res.status === 201) {
-            writes.ok++;
-            writeLatency.push(performance.now() - t0);
-          } else writes.errors++;
-        })
-        .catch(() => writes.errors++)
-        .finally(() => inFlight--);
-      due += interval;
-      const wait = due - performance.now();
-      if (wait > 0) await sleep(wait);
-    }
-  })();
+  const writer = backgroundWrites(s, job.writesPerSecond);
 
   await sleep(job.warmupMs);
   const watchers = streams.filter((st) => st.kind === 'feed' && st.followsAuthor && !st.closed);
@@ -391,10 +435,7 @@ async function fanout(job: FanoutJob): Promise<FanoutResult> {
     return true;
   };
   while (performance.now() < graceEnd && !complete()) await sleep(50);
-  writing = false;
-  await writer;
-  const writeSeconds = (performance.now() - writeStarted) / 1000;
-  while (inFlight > 0) await sleep(20);
+  const writes = await writer.stop();
 
   const fromSend: number[] = [];
   const fromResponse: number[] = [];
@@ -430,9 +471,129 @@ async function fanout(job: FanoutJob): Promise<FanoutResult> {
     fromResponse: percentiles(fromResponse),
     withinOneSecond: samples === 0 ? 0 : fromSend.filter((v) => v <= 1000).length / samples,
     probePostMs: percentiles(postMs),
-    writes: { ...writes, seconds: writeSeconds, rate: writes.ok / writeSeconds, latency: percentiles(writeLatency) },
+    writes,
     eventsReceived,
     perProbeMax,
+  };
+}
+
+/**
+ * The writers' background posts at a fixed rate (open loop: one is sent on schedule whatever the previous ones are
+ * doing), until `stop`, which waits for those in flight.
+ */
+function backgroundWrites(s: Seeded, writesPerSecond: number): { stop: () => Promise<WriteStats> } {
+  const writes = { sent: 0, ok: 0, errors: 0, maxInFlight: 0 };
+  const writeLatency: number[] = [];
+  let inFlight = 0;
+  let writing = true;
+  const writeStarted = performance.now();
+  const writer = (async () => {
+    const interval = 1000 / writesPerSecond;
+    let due = performance.now();
+    for (let n = 0; writing; n++) {
+      const w = s.writers[n % s.writers.length] as User;
+      const t0 = performance.now();
+      inFlight++;
+      writes.maxInFlight = Math.max(writes.maxInFlight, inFlight);
+      writes.sent++;
+      call('POST', `/users/${w.id}/posts`, { title: `Background post ${n} by a writer of the run`, content: CONTENT, visibility: 'public' }, w.token)
+        .then((res) => {
+          if (res.status === 201) {
+            writes.ok++;
+            writeLatency.push(performance.now() - t0);
+          } else writes.errors++;
+        })
+        .catch(() => writes.errors++)
+        .finally(() => inFlight--);
+      due += interval;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+    }
+  })();
+  return {
+    async stop() {
+      writing = false;
+      await writer;
+      const seconds = (performance.now() - writeStarted) / 1000;
+      while (inFlight > 0) await sleep(20);
+      return { ...writes, seconds, rate: writes.ok / seconds, latency: percentiles(writeLatency) };
+    },
+  };
+}
+
+/**
+ * The notification figure: background posts as in `fanout`, and `follows` follows at a fixed rate, follow k by
+ * writer k mod W of subscriber k × ⌊S / follows⌋ (each subscriber at most once; the writers follow nobody in the
+ * seed, so every follow is new and notifies). Each is timed from just before its POST to its
+ * `notification.created` on that subscriber's notification stream.
+ */
+async function notify(job: NotifyJob): Promise<NotifyResult> {
+  if (!seeded) throw new Error('seed first');
+  const s = seeded;
+  if (job.follows > s.subscribers.length) throw new Error(`${job.follows} follows need as many subscribers`);
+  misdelivered = 0;
+  duplicates = 0;
+  awaited.clear();
+  const open = streams.filter((st) => st.kind === 'notifications' && !st.closed).length;
+  const writer = backgroundWrites(s, job.writesPerSecond);
+  await sleep(job.warmupMs);
+
+  const stride = Math.floor(s.subscribers.length / job.follows);
+  const sent: { subscriber: number; at: number; answered: number }[] = [];
+  const postMs: number[] = [];
+  const posts: Promise<void>[] = [];
+  let followed = 0;
+  let due = performance.now();
+  for (let k = 0; k < job.follows; k++) {
+    const subscriber = k * stride;
+    const actor = s.writers[k % s.writers.length] as User;
+    const target = s.subscribers[subscriber] as User;
+    awaited.set(subscriber, { actorId: actor.id, arrived: Number.NaN });
+    const probe = { subscriber, at: performance.now(), answered: Number.NaN };
+    sent.push(probe);
+    posts.push(
+      call('POST', `/users/${target.id}/followers`, { id: actor.id }, actor.token).then((res) => {
+        probe.answered = performance.now();
+        postMs.push(probe.answered - probe.at);
+        if (res.status === 201) followed++;
+      }),
+    );
+    due += 1000 / job.followsPerSecond;
+    const wait = due - performance.now();
+    if (wait > 0) await sleep(wait);
+  }
+  await Promise.all(posts);
+  const graceEnd = performance.now() + job.graceMs;
+  while (performance.now() < graceEnd && sent.some((p) => Number.isNaN(awaited.get(p.subscriber)?.arrived as number))) await sleep(50);
+  const writes = await writer.stop();
+
+  const fromSend: number[] = [];
+  const fromResponse: number[] = [];
+  let missed = 0;
+  for (const p of sent) {
+    const arrived = awaited.get(p.subscriber)?.arrived as number;
+    if (Number.isNaN(arrived)) {
+      // A missed notification counts as slower than any other, so the percentiles cannot hide it.
+      missed++;
+      fromSend.push(Number.POSITIVE_INFINITY);
+      continue;
+    }
+    fromSend.push(arrived - p.at);
+    fromResponse.push(arrived - p.answered);
+  }
+  awaited.clear();
+  return {
+    follows: job.follows,
+    followed,
+    streams: open,
+    missed,
+    misdelivered,
+    duplicates,
+    fromSend: percentiles(fromSend),
+    fromResponse: percentiles(fromResponse),
+    withinOneSecond: fromSend.length === 0 ? 0 : fromSend.filter((v) => v <= 1000).length / fromSend.length,
+    followPostMs: percentiles(postMs),
+    writes,
   };
 }
 
@@ -447,6 +608,8 @@ async function handle(message: Request): Promise<unknown> {
       return close(message.kind);
     case 'fanout':
       return fanout(message.job);
+    case 'notify':
+      return notify(message.job);
     case 'exit':
       setImmediate(() => process.exit(0));
       return true;
