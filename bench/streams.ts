@@ -434,6 +434,9 @@ async function main(): Promise<void> {
     // ---- figure 3: GET /posts/{id} with and without idle streams ----
     let throughput: Figures['throughput'];
     if (phases.has('reads')) {
+      // Figure 1's anonymous streams are gone when figure 2 ran; without it they must go here (feed streams only).
+      await cl.call({ cmd: 'close', kind: 'anonymous' });
+      if (feedsOpen) await awaitOpen(port, cfg.subscribers);
       const spec = { method: 'GET' as const, path: '/posts/{id}', idMax: seeded.archivePosts };
       const load = (seconds: number) => runLoad(tool, spec, { port, seconds, connections: cfg.connections, pin: pinClient, workDir: work });
       let withStreams = feedsOpen;
