@@ -343,7 +343,9 @@ async function main(): Promise<void> {
         RATE_LIMIT: 'off',
         LOG_LEVEL: 'warn',
         PASSWORD_HASH_MEMORY_KIB: '64',
-        STREAM_MAX_PER_USER: '100',
+        // Anonymous streams are limited per client address as a user's are (CONTRACT §7), and figure 1's all come
+        // from 127.0.0.1: at 100, all but 100 of them were refused (429).
+        STREAM_MAX_PER_USER: String(Math.max(100, cfg.anonymous)),
         STREAM_MAX: String(Math.max(10_000, idleStreams + 1_000)),
       },
       port,
