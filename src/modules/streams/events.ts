@@ -66,7 +66,7 @@ export const TAG_PATTERN = '[0-9a-f]{12}';
  * (every process) went one at a time. The price is on the reading side: an event is delivered only once every
  * transaction of this database that began writing before its own has ended, so a long transaction (any that wrote,
  * not only post writes; bounded by idle_in_transaction_session_timeout and statement_timeout where set) holds deliveries back
- * that long; the hub polls the horizon meanwhile (see StreamHub.pump). Figures: bench/README.md, decision table.
+ * that long; the hub polls the horizon meanwhile (see pump.ts). Figures: bench/README.md, decision table.
  *
  * SQLite's single writer already orders commits: its events keep drawing gapless ids from `stream_position` (the
  * row costs nothing there, every writer holds the one write lock anyway), with xid 0; the readers are the same.
