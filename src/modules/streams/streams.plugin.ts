@@ -39,7 +39,7 @@ const PURGE_EVERY_MS = 10 * 60_000;
 /**
  * While the wake-up (Redis, or LISTEN on PostgreSQL) is not connected, how often the hub looks for other processes'
  * events itself (CONTRACT §7: delivery within 1 s of the commit, even while the wake-up reconnects). A look with no
- * stream open costs nothing (see hub.ts).
+ * stream open costs nothing (see pump.ts).
  */
 const WAKEUP_DOWN_POLL_MS = 250;
 
