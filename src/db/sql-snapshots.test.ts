@@ -163,6 +163,17 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['update', () => undone((db) => createUsersRepository(db).update(ids.alice, { username: 'alice', display_name: 'Alice', bio: 'hi', updated_at: LATER }))],
       ['setPassword', () => undone((db) => createUsersRepository(db).setPassword(ids.alice, 'y', LATER))],
       ['setRole', () => undone((db) => createUsersRepository(db).setRole(ids.alice, 'admin', LATER))],
+      // Deleting accounts (users.service.ts).
+      ['relatedUserIds', () => users.relatedUserIds(ids.bob)],
+      ['uncountBlocksAndMutes', () => undone((db) => createUsersRepository(db).uncountBlocksAndMutes(ids.bob))],
+      ['postsTouchedBy', () => users.postsTouchedBy(ids.bob)],
+      ['uncountFollowsRepliesAndRecommends', () => undone((db) => createUsersRepository(db).uncountFollowsRepliesAndRecommends(ids.bob))],
+      ['postsOf', () => users.postsOf(ids.alice)],
+      ['followerIds', () => users.followerIds(ids.alice)],
+      ['allFollows', () => users.allFollows()],
+      ['postsAfter', () => users.postsAfter(0, 1000)],
+      ['remove', () => undone((db) => createUsersRepository(db).remove(ids.carol))],
+      ['removeAll', () => undone((db) => createUsersRepository(db).removeAll())],
     ]);
     await expect(text).toMatchFileSnapshot(snapshot('users'));
   });
