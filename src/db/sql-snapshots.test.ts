@@ -157,6 +157,7 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['exists, member', () => users.exists(ids.bob, member())],
       ['findCredentialsByUsername', () => users.findCredentialsByUsername('Alice')],
       ['findPasswordHash', () => users.findPasswordHash(ids.alice)],
+      ['passwordVersion', () => users.passwordVersion(ids.alice)],
       ...viewers().map(([name, viewer]): Call => [`list, ${name}`, () => users.list(viewer, { limit: 20 })]),
       ['list by username after a cursor, member', () => users.list(member(), { limit: 20, after: 1, username: 'bob' })],
       ['insert', () => undone((db) => createUsersRepository(db).insert({ username: 'dave', display_name: 'Dave', bio: '', role: 'member', password_hash: 'x', created_at: NOW, updated_at: NOW }))],

@@ -68,6 +68,11 @@ select "password_hash"
   from "users"
   where "id" = $1;
 
+-- passwordVersion
+select "password_version"
+  from "users"
+  where "id" = $1;
+
 -- list, anonymous
 select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."public_post_count" as "post_count"
   from "users"

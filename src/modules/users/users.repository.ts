@@ -77,6 +77,12 @@ export function createUsersRepository(db: Kysely<Database>) {
       return db.selectFrom('users').select('password_hash').where('id', '=', id).executeTakeFirst();
     },
 
+    /** The user's current password version (a token minted with another no longer signs in), if the user exists. */
+    async passwordVersion(id: number): Promise<number | undefined> {
+      const row = await db.selectFrom('users').select('password_version').where('id', '=', id).executeTakeFirst();
+      return row?.password_version;
+    },
+
     /** Users in id order, `limit + 1` rows after `after` (keyset). */
     list(viewer: Viewer, options: { limit: number; after?: number; username?: string }): Promise<PublicUserRow[]> {
       let query = db
