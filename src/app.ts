@@ -3,7 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Config } from './config.js';
-import { findCallerByTokenHash } from './db/hot-statements.js';
+import { findCallerByTokenHash } from './modules/tokens/tokens.repository.js';
 import { openStore } from './db/open.js';
 import type { Store } from './db/store.js';
 import { createLinks, type Links } from './shared/links.js';
@@ -180,7 +180,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   await app.register(rateLimitPlugin);
   await app.register(conditionalPlugin);
   // Before every route, /docs included: it hooks each route as the route is declared (an Authorization header that
-  // is no bearer credential is a 401 on every route). On every signed-in request: plain SQL (db/hot-statements.ts).
+  // is no bearer credential is a 401 on every route). On every signed-in request: plain SQL (tokens.repository.ts).
   await app.register(authPlugin, { findCaller: (hash) => findCallerByTokenHash(store, hash, new Date().toISOString()) });
   await app.register(openapiPlugin);
   await app.register(fanoutPlugin);

@@ -15,7 +15,7 @@ export interface TransactionOptions {
   solo?: boolean;
 }
 
-/** A statement written as plain SQL, one text per dialect (hot-statements.ts), with `?` or `$n` parameters. */
+/** A statement written as plain SQL, one text per dialect (prepared.ts), with `?` or `$n` parameters. */
 export interface PlainStatement {
   readonly sqlite: string;
   readonly postgres: string;
@@ -44,7 +44,7 @@ export interface Tx {
    */
   beforeCommit(step: () => Promise<void>): void;
   /**
-   * Runs a plain-SQL statement (hot-statements.ts) inside the transaction and answers its rows (a write's
+   * Runs a plain-SQL statement (prepared.ts) inside the transaction and answers its rows (a write's
    * `RETURNING`): for the few writes on a hot path where building the query costs more than running it.
    */
   query<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]>;
@@ -85,7 +85,7 @@ export interface Store {
   /** Reads outside a transaction. */
   readonly db: Kysely<Database>;
   /**
-   * Runs a plain-SQL read (hot-statements.ts) on the driver itself, outside any transaction: for the few statements
+   * Runs a plain-SQL read (prepared.ts) on the driver itself, outside any transaction: for the few statements
    * on every request, where the builder and its connection handling cost more than the database's answer.
    */
   query<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]>;

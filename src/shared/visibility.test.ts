@@ -3,9 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { follow, publish, type PostJson } from '../../test/helpers/api.js';
 import { buildTestApp, call } from '../../test/helpers/build-test-app.js';
 import { createAdmin, signUp, type TestUser } from '../../test/helpers/factories.js';
-import { findCallerAndReadablePost, findCallerByTokenHash, findReadablePost, readFeedPage } from '../db/hot-statements.js';
 import type { Visibility } from '../db/types.js';
+import { createFeedRepository } from '../modules/feed/feed.repository.js';
+import { findCallerAndReadablePost, findReadablePost } from '../modules/posts/posts.repository.js';
 import { ownerRelations } from '../modules/streams/events.js';
+import { findCallerByTokenHash } from '../modules/tokens/tokens.repository.js';
 import { hashToken } from './tokens.js';
 import { findVisiblePost, seesPost, type Viewer } from './visibility.js';
 
@@ -166,7 +168,7 @@ describe('who sees what, every consumer against one table (CONTRACT §3, §9)', 
               expect(both?.post, `${key} caller and post`).toEqual(await findReadablePost(app.store, post.id, v));
             }
             if (v && caller !== 'anonymous') {
-              const feedRows = await readFeedPage(app.store, v, 100);
+              const feedRows = await createFeedRepository(app.store).page(v, { limit: 100 });
               expect(feedRows.some((row) => row.id === post.id), `${key} feed statement, bare=${bare}`).toBe(inFeed);
             }
           }

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { CompiledQuery } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { feedPageQuery } from '../../db/hot-statements.js';
+import { feedPageQuery } from './feed.repository.js';
 import { createFanout } from './feed.fanout.js';
 import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';

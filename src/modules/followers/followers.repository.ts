@@ -95,7 +95,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
     /**
      * Records that the posts `followeeId` has now must enter the home feed of `followerId`: the fan-out worker writes
      * their entries after the follow commits (feed.fanout.ts), and until it has, feed reads take them from `posts`
-     * (hot-statements.ts). Visibility is applied when the feed is read, so all of them.
+     * (feed.repository.ts). Visibility is applied when the feed is read, so all of them.
      */
     async queueBackfill(followeeId: number, followerId: number): Promise<void> {
       await db.insertInto('feed_backfill').values({ user_id: followerId, owner_id: followeeId }).onConflict((oc) => oc.doNothing()).execute();

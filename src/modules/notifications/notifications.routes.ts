@@ -6,7 +6,7 @@ import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
 import { PAGE_HEADERS, toId } from '../../shared/schemas.js';
-import { findCallerByTokenHash } from '../../db/hot-statements.js';
+import { findCallerByTokenHash } from '../tokens/tokens.repository.js';
 import { checkLastEventId, negotiateStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';

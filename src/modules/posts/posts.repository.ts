@@ -1,8 +1,22 @@
 import { sql, type Kysely } from 'kysely';
+import { perViewerKind, plain, prepare, type Prepared } from '../../db/prepared.js';
 import { matchingPosts, searchPage, type SearchTerm, type SearchWindow } from '../../db/search-sql.js';
-import type { Database, PostRow, Visibility } from '../../db/types.js';
+import type { Store } from '../../db/store.js';
+import type { Database, PostRow, Role, Visibility } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { POST_COLUMNS, listedTo, visibleTo, type Viewer } from '../../shared/visibility.js';
+import {
+  POST_COLUMNS,
+  SLOT,
+  bindParameters,
+  compileQuery,
+  compiledPredicate,
+  listedTo,
+  viewerFromColumn,
+  viewerKind,
+  visibleTo,
+  type Viewer,
+} from '../../shared/visibility.js';
+import { TOKEN_BY_HASH, TOKEN_USER_JOIN, type TokenCaller } from '../tokens/tokens.repository.js';
 
 export interface PageOptions {
   limit: number;
@@ -105,3 +119,87 @@ export function createPostsRepository(db: Kysely<Database>) {
 }
 
 export type PostsRepository = ReturnType<typeof createPostsRepository>;
+
+/** `findVisiblePost` compiled, per kind of viewer (see viewerKind): at most a handful of texts. */
+const postById = perViewerKind(
+  (template): Prepared =>
+    prepare(
+      compileQuery((db) => {
+        const query = db.selectFrom('posts').select(POST_COLUMNS).where('posts.id', '=', SLOT);
+        // An admin sees every post: no condition at all (the predicate would be `1 = 1`).
+        return template?.role === 'admin' ? query : query.where(visibleTo(template));
+      }),
+    ),
+);
+
+/**
+ * The post with this id if `viewer` may see it: `findVisiblePost` (src/shared/visibility.ts) as plain SQL
+ * (db/prepared.ts), for `GET /posts/{id}`, the most frequent read, whether anonymous or signed in. Not for a write's
+ * transaction: it reads outside any (the store's read connection on SQLite, the pool on PostgreSQL). The counters
+ * are the stored ones: the caller applies `withVisibleCounts` (which costs nothing for a viewer in no block).
+ */
+export function findReadablePost(store: Store, id: number, viewer: Viewer): Promise<PostRow | undefined> {
+  const compiled = postById(viewer);
+  return store.queryOne<PostRow>(compiled.statement, bindParameters(compiled.parameters, viewer?.id, [id]));
+}
+
+/** The post columns but `id`, for a statement that takes the id from another table (the feed page's branches). */
+export const POST_FIELDS_SQL =
+  'posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, ' +
+  'posts.created_at, posts.updated_at';
+
+/** A member in no block: the viewer whose rule findCallerAndReadablePost's statement compiles (mutes do not apply to a read by id). */
+const PLAIN_MEMBER = viewerKind({ id: 0, role: 'member', hasBlocks: false, hasMutes: false }).template;
+
+let callerAndPost: Prepared | undefined;
+
+/**
+ * The caller statement of tokens.repository.ts (findCallerByTokenHash) and findReadablePost for a member in no
+ * block, as one statement: the token's row and its user, and beside them the post if that user may see it (a left
+ * join, so a valid token with no post visible still finds its caller). The rule is compiled from visibleTo like
+ * every prepared text, with the viewer's id taken from the user's row (viewerFromColumn) instead of a parameter.
+ * Parameters: the post id, the rule's own, the hash, now.
+ */
+function callerAndPostTemplate(): Prepared {
+  const rule = viewerFromColumn(compiledPredicate(PLAIN_MEMBER, { listing: false })!, '"users"."id"');
+  const text =
+    'select tokens.id as caller_token_id, users.id as caller_id, users.role as caller_role, ' +
+    `users.block_count as caller_blocks, users.mute_count as caller_mutes, posts.id as id, ${POST_FIELDS_SQL} from tokens ` +
+    `${TOKEN_USER_JOIN} left join posts on posts.id = ? and (${rule.text}) ${TOKEN_BY_HASH}`;
+  return { statement: plain(text), parameters: [SLOT, ...rule.parameters, SLOT, SLOT] };
+}
+
+type CallerAndPostRow = {
+  caller_token_id: number;
+  caller_id: number;
+  caller_role: Role;
+  caller_blocks: number;
+  caller_mutes: number;
+} & ({ id: number } & Omit<PostRow, 'id'> | { id: null });
+
+/**
+ * GET /posts/{id} with a bearer token: the caller behind the token's hash (as findCallerByTokenHash finds it;
+ * undefined for no valid token) and the post if the caller may see it (as findReadablePost reads it). A member in
+ * no block, nearly every caller, costs one statement instead of two; for an admin or a caller in a block the
+ * statement's rule is not theirs, and the post is read again with their own.
+ */
+export async function findCallerAndReadablePost(
+  store: Store,
+  tokenHash: string,
+  now: string,
+  id: number,
+): Promise<{ caller: TokenCaller; post: PostRow | undefined } | undefined> {
+  callerAndPost ??= callerAndPostTemplate();
+  const row = await store.queryOne<CallerAndPostRow>(callerAndPost.statement, bindParameters(callerAndPost.parameters, undefined, [id, tokenHash, now]));
+  if (!row) return undefined;
+  const { caller_token_id, caller_id, caller_role, caller_blocks, caller_mutes, ...post } = row;
+  const caller: TokenCaller = {
+    tokenId: caller_token_id,
+    id: caller_id,
+    role: caller_role,
+    hasBlocks: Number(caller_blocks) > 0,
+    hasMutes: Number(caller_mutes) > 0,
+  };
+  if (caller.role !== 'member' || caller.hasBlocks) return { caller, post: await findReadablePost(store, id, caller) };
+  return { caller, post: post.id === null ? undefined : post };
+}

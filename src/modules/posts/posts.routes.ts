@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { findCallerAndReadablePost, findReadablePost } from '../../db/hot-statements.js';
 import type { PostRow } from '../../db/types.js';
 import { bearer, isSelfOrAdmin, optionalBearer, type Caller } from '../../plugins/auth.js';
 import { ifMatch, versionTags } from '../../shared/conditional.js';
@@ -17,7 +16,7 @@ import { SearchPostsQuerySchema } from '../search/search.schemas.js';
 import { checkLastEventId, negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
-import { createPostsRepository } from './posts.repository.js';
+import { createPostsRepository, findCallerAndReadablePost, findReadablePost } from './posts.repository.js';
 import { CreatePostBodySchema, PostParamsSchema, PostSchema, ReplacePostBodySchema, type Post } from './posts.schemas.js';
 import { createPost, deletePost, replacePost } from './posts.service.js';
 
@@ -89,7 +88,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const id = toId(request.params.post_id);
       const tokenHash = app.auth.hashOf(request);
-      // The most frequent read: plain SQL (db/hot-statements.ts), the same rule as findVisiblePost. A token that
+      // The most frequent read: plain SQL (posts.repository.ts), the same rule as findVisiblePost. A token that
       // finds no caller is a 401 whether or not the post exists, as on every route where the token is optional.
       let caller: Caller | undefined;
       let row: PostRow | undefined;

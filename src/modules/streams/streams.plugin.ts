@@ -6,7 +6,7 @@ import { afterCommitNotifier, listen, type Listener } from '../../db/pg-notify.j
 import type { Caller } from '../../plugins/auth.js';
 import { appendVary } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
-import { findCallerByTokenHash } from '../../db/hot-statements.js';
+import { findCallerByTokenHash } from '../tokens/tokens.repository.js';
 import { adoptRestoredLog, EVENTS_CHANNEL, purgeEvents, recordStreamEvent, START, TAG_PATTERN } from './events.js';
 import { redisWakeup, type Wakeup } from './redis-wakeup.js';
 import { jointSeat, memorySeats, poolSeats, redisSeats, type Seat, type StreamSeats } from './seats.js';

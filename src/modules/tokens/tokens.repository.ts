@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
-import type { Database } from '../../db/types.js';
+import { plain } from '../../db/prepared.js';
+import type { PlainStatement, Store } from '../../db/store.js';
+import type { Database, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
 
 /** What a token shows of itself: never its hash, nor the password version it was minted with. */
@@ -10,10 +12,42 @@ export interface SessionRow {
   expires_at: string;
 }
 
+/** A valid token's user (`from tokens` on the left): the user's current password version minted it. */
+export const TOKEN_USER_JOIN = 'inner join users on users.id = tokens.user_id and users.password_version = tokens.password_version';
+/** The token of this hash, unexpired at a time (both parameters). */
+export const TOKEN_BY_HASH = 'where tokens.token_hash = ? and tokens.expires_at > ?';
+
+const CALLER_BY_TOKEN_HASH_SQL =
+  'select tokens.id as "tokenId", users.id as id, users.role as role, users.block_count as blocks, users.mute_count as mutes from tokens ' +
+  `${TOKEN_USER_JOIN} ${TOKEN_BY_HASH}`;
+const CALLER_BY_TOKEN_HASH: PlainStatement = plain(CALLER_BY_TOKEN_HASH_SQL);
+
+/** A signed-in caller: the token, the user, and whether the visibility rule must check their blocks and mutes. */
+export interface TokenCaller {
+  tokenId: number;
+  id: number;
+  role: Role;
+  hasBlocks: boolean;
+  hasMutes: boolean;
+}
+
+/**
+ * The caller behind a bearer token's hash, on every signed-in request: the token exists, has not expired (`now`,
+ * an ISO timestamp), and was minted with the user's current password version. Plain SQL (db/prepared.ts): the
+ * builder has no version of it, so its tests check what it answers (tokens.repository.test.ts). The user's block
+ * and mute counts come with the row at no cost, and let every read of this request skip checks that cannot match
+ * (Viewer).
+ */
+export async function findCallerByTokenHash(store: Store, tokenHash: string, now: string): Promise<TokenCaller | undefined> {
+  const row = await store.queryOne<{ tokenId: number; id: number; role: Role; blocks: number; mutes: number }>(CALLER_BY_TOKEN_HASH, [tokenHash, now]);
+  if (!row) return undefined;
+  return { tokenId: row.tokenId, id: row.id, role: row.role, hasBlocks: Number(row.blocks) > 0, hasMutes: Number(row.mutes) > 0 };
+}
+
 /** Bearer tokens, stored only as hashes. Pass a transaction's `db` to use it inside one. */
 export function createTokensRepository(db: Kysely<Database>) {
   /**
-   * Tokens that still sign in (CALLER_BY_TOKEN_HASH in hot-statements.ts): not expired, and minted with the user's
+   * Tokens that still sign in (CALLER_BY_TOKEN_HASH above): not expired, and minted with the user's
    * current password version (a sign-in that raced a password change leaves a superseded row behind).
    */
   const live = (now: string) =>
@@ -45,7 +79,7 @@ export function createTokensRepository(db: Kysely<Database>) {
         .executeTakeFirstOrThrow();
     },
 
-    /** The token with this id while it still signs its user in: the same rule as the bearer lookup (hot-statements.ts). */
+    /** The token with this id while it still signs its user in: the same rule as the bearer lookup (findCallerByTokenHash). */
     findLive(id: number, now: string): Promise<SessionRow | undefined> {
       return live(now).where('tokens.id', '=', id).executeTakeFirst();
     },

@@ -1,5 +1,6 @@
 import type { Store } from '../../db/store.js';
 import { hashToken, newTokenSecret } from '../../shared/tokens.js';
+import { createUsersRepository } from '../users/users.repository.js';
 import { createTokensRepository } from './tokens.repository.js';
 
 /**
@@ -17,8 +18,7 @@ export async function mintToken(
   const createdAt = now.toISOString();
   const expiresAt = new Date(now.getTime() + ttlSeconds * 1000).toISOString();
   return store.transaction(async ({ db }) => {
-    const current = await db.selectFrom('users').select('password_version').where('id', '=', user.id).executeTakeFirst();
-    if (current?.password_version !== user.password_version) return undefined;
+    if ((await createUsersRepository(db).passwordVersion(user.id)) !== user.password_version) return undefined;
     const tokens = createTokensRepository(db);
     const row = await tokens.insert({ userId: user.id, tokenHash: hashToken(secret), passwordVersion: user.password_version, createdAt, expiresAt });
     // Expired tokens are dead weight; sweeping on sign-in keeps the table bounded without a timer.

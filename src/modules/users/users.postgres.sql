@@ -68,6 +68,11 @@ select "password_hash"
   from "users"
   where "id" = $1;
 
+-- passwordVersion
+select "password_version"
+  from "users"
+  where "id" = $1;
+
 -- list, anonymous
 select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."public_post_count" as "post_count"
   from "users"
@@ -170,3 +175,105 @@ update "users"
 update "users"
   set "role" = $1, "updated_at" = $2
   where "id" = $3;
+
+-- relatedUserIds
+select "follower_id", "followee_id"
+  from "follows"
+  where ("follower_id" = $1
+  or "followee_id" = $2);
+select "blocker_id" as "other"
+  from "blocks"
+  where "blocked_id" = $1
+  union all select "blocked_id" as "other"
+  from "blocks"
+  where "blocker_id" = $2
+  union all select "muter_id" as "other"
+  from "mutes"
+  where "muted_id" = $3;
+
+-- uncountBlocksAndMutes
+update "users"
+  set "block_count" = "block_count" - $1
+  where "id" in (select "blocker_id" as "other"
+  from "blocks"
+  where "blocked_id" = $2);
+update "users"
+  set "block_count" = "block_count" - $1
+  where "id" in (select "blocked_id" as "other"
+  from "blocks"
+  where "blocker_id" = $2);
+update "users"
+  set "mute_count" = "mute_count" - $1
+  where "id" in (select "muter_id" as "other"
+  from "mutes"
+  where "muted_id" = $2);
+
+-- postsTouchedBy
+select "posts"."id"
+  from "posts"
+  where "posts"."owner_id" <> $1
+  and ("posts"."id" in (select "post_id"
+  from "replies"
+  where "author_id" = $2)
+  or "posts"."id" in (select "post_id"
+  from "recommends"
+  where "user_id" = $3));
+
+-- uncountFollowsRepliesAndRecommends
+update "users"
+  set "follower_count" = "follower_count" - $1
+  where "id" in (select "followee_id"
+  from "follows"
+  where "follower_id" = $2);
+update "users"
+  set "following_count" = "following_count" - $1
+  where "id" in (select "follower_id"
+  from "follows"
+  where "followee_id" = $2);
+update "posts"
+  set "reply_count" = "reply_count" - (select count(*) as "n"
+  from "replies"
+  where "replies"."post_id" = "posts"."id"
+  and "replies"."author_id" = $1)
+  where "owner_id" <> $2
+  and "id" in (select "post_id"
+  from "replies"
+  where "author_id" = $3);
+update "posts"
+  set "recommend_count" = "recommend_count" - $1
+  where "owner_id" <> $2
+  and "id" in (select "post_id"
+  from "recommends"
+  where "user_id" = $3);
+
+-- postsOf
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  where "posts"."owner_id" = $1
+  order by "posts"."id";
+
+-- followerIds
+select "follower_id"
+  from "follows"
+  where "followee_id" = $1;
+
+-- allFollows
+select "follower_id", "followee_id"
+  from "follows"
+  order by "follower_id";
+
+-- postsAfter
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  where "posts"."id" > $1
+  order by "posts"."id"
+  limit $2;
+
+-- remove
+delete
+  from "users"
+  where "id" = $1;
+
+-- removeAll
+delete
+  from "users";

@@ -1,9 +1,9 @@
 import { sql, type Kysely, type SqlBool } from 'kysely';
-import type { Database, NewUserRow, Role } from '../../db/types.js';
+import type { Database, NewUserRow, PostRow, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
 import { isPostgres } from '../../db/search-sql.js';
 import { userSearchWords, userWords } from '../search/search.text.js';
-import { USER_COLUMNS, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { POST_COLUMNS, USER_COLUMNS, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 export const usernameKey = (username: string) => username.toLowerCase();
 
@@ -37,6 +37,11 @@ async function writeUserWords(db: Kysely<Database>, userId: number, username: st
  * transaction's `db` to use it inside one.
  */
 export function createUsersRepository(db: Kysely<Database>) {
+  /** The other sides of a user's blocks (both ways) and those who mute the user: each keeps a count of them (Viewer.hasBlocks). */
+  const blockersOf = (id: number) => db.selectFrom('blocks').select('blocker_id as other').where('blocked_id', '=', id);
+  const blockedBy = (id: number) => db.selectFrom('blocks').select('blocked_id as other').where('blocker_id', '=', id);
+  const mutersOf = (id: number) => db.selectFrom('mutes').select('muter_id as other').where('muted_id', '=', id);
+
   return {
     /** The user as `viewer` may see them: a suspended account is missing to all but admins (CONTRACT §9). */
     findById(id: number, viewer: Viewer): Promise<PublicUserRow | undefined> {
@@ -70,6 +75,12 @@ export function createUsersRepository(db: Kysely<Database>) {
 
     findPasswordHash(id: number) {
       return db.selectFrom('users').select('password_hash').where('id', '=', id).executeTakeFirst();
+    },
+
+    /** The user's current password version (a token minted with another no longer signs in), if the user exists. */
+    async passwordVersion(id: number): Promise<number | undefined> {
+      const row = await db.selectFrom('users').select('password_version').where('id', '=', id).executeTakeFirst();
+      return row?.password_version;
     },
 
     /** Users in id order, `limit + 1` rows after `after` (keyset). */
@@ -168,6 +179,113 @@ export function createUsersRepository(db: Kysely<Database>) {
 
     async setRole(id: number, role: Role, now: string): Promise<void> {
       await db.updateTable('users').set({ role, updated_at: now }).where('id', '=', id).execute();
+    },
+
+    // Deleting accounts (users.service.ts): the rows whose counters move, the corrections, the deletes.
+
+    /**
+     * The users whose counters deleting `id` moves: the other side of each of their follows, of their blocks either
+     * way, and those who mute them (repeats included).
+     */
+    async relatedUserIds(id: number): Promise<number[]> {
+      const relations = await db
+        .selectFrom('follows')
+        .select(['follower_id', 'followee_id'])
+        .where((eb) => eb.or([eb('follower_id', '=', id), eb('followee_id', '=', id)]))
+        .execute();
+      const others = await blockersOf(id).unionAll(blockedBy(id)).unionAll(mutersOf(id)).execute();
+      return [...relations.map((r) => (r.follower_id === id ? r.followee_id : r.follower_id)), ...others.map((r) => Number(r.other))];
+    },
+
+    /** Takes the user out of the block counts of the other sides of their blocks and the mute counts of their muters. */
+    async uncountBlocksAndMutes(id: number): Promise<void> {
+      for (const others of [blockersOf(id), blockedBy(id)]) {
+        await db.updateTable('users').set((eb) => ({ block_count: eb('block_count', '-', 1) })).where('id', 'in', others).execute();
+      }
+      await db.updateTable('users').set((eb) => ({ mute_count: eb('mute_count', '-', 1) })).where('id', 'in', mutersOf(id)).execute();
+    },
+
+    /** Others' posts the user replied to or recommended: their counters move when the user goes. */
+    async postsTouchedBy(id: number): Promise<number[]> {
+      const rows = await db
+        .selectFrom('posts')
+        .select('posts.id')
+        .where('posts.owner_id', '<>', id)
+        .where((eb) =>
+          eb.or([
+            eb('posts.id', 'in', eb.selectFrom('replies').select('post_id').where('author_id', '=', id)),
+            eb('posts.id', 'in', eb.selectFrom('recommends').select('post_id').where('user_id', '=', id)),
+          ]),
+        )
+        .execute();
+      return rows.map((p) => p.id);
+    },
+
+    /**
+     * Takes the user out of the counters others keep: the follower and following counts of both sides of their
+     * follows, and the reply and recommend counts of others' posts.
+     */
+    async uncountFollowsRepliesAndRecommends(id: number): Promise<void> {
+      await db
+        .updateTable('users')
+        .set((eb) => ({ follower_count: eb('follower_count', '-', 1) }))
+        .where('id', 'in', db.selectFrom('follows').select('followee_id').where('follower_id', '=', id))
+        .execute();
+      await db
+        .updateTable('users')
+        .set((eb) => ({ following_count: eb('following_count', '-', 1) }))
+        .where('id', 'in', db.selectFrom('follows').select('follower_id').where('followee_id', '=', id))
+        .execute();
+      await db
+        .updateTable('posts')
+        .set((eb) => ({
+          reply_count: eb(
+            'reply_count',
+            '-',
+            eb.selectFrom('replies').select(eb.fn.countAll<number>().as('n')).whereRef('replies.post_id', '=', 'posts.id').where('replies.author_id', '=', id),
+          ),
+        }))
+        .where('owner_id', '<>', id)
+        .where('id', 'in', db.selectFrom('replies').select('post_id').where('author_id', '=', id))
+        .execute();
+      await db
+        .updateTable('posts')
+        .set((eb) => ({ recommend_count: eb('recommend_count', '-', 1) }))
+        .where('owner_id', '<>', id)
+        .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', id))
+        .execute();
+    },
+
+    /** The user's posts in id order. */
+    postsOf(id: number): Promise<PostRow[]> {
+      return db.selectFrom('posts').select(POST_COLUMNS).where('posts.owner_id', '=', id).orderBy('posts.id').execute();
+    },
+
+    /** The ids of the user's followers. */
+    async followerIds(id: number): Promise<number[]> {
+      const rows = await db.selectFrom('follows').select('follower_id').where('followee_id', '=', id).execute();
+      return rows.map((row) => Number(row.follower_id));
+    },
+
+    /** Every follow, by follower. */
+    allFollows(): Promise<Array<{ follower_id: number; followee_id: number }>> {
+      return db.selectFrom('follows').select(['follower_id', 'followee_id']).orderBy('follower_id').execute();
+    },
+
+    /** Up to `limit` posts with ids above `after`, in id order: every post, a page at a time. */
+    postsAfter(after: number, limit: number): Promise<PostRow[]> {
+      return db.selectFrom('posts').select(POST_COLUMNS).where('posts.id', '>', after).orderBy('posts.id').limit(limit).execute();
+    },
+
+    /** Deletes the user; the foreign keys cascade what is theirs. */
+    async remove(id: number): Promise<void> {
+      await db.deleteFrom('users').where('id', '=', id).execute();
+    },
+
+    /** Deletes every user; answers how many. */
+    async removeAll(): Promise<number> {
+      const result = await db.deleteFrom('users').executeTakeFirst();
+      return Number(result.numDeletedRows);
     },
   };
 }

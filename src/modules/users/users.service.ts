@@ -5,7 +5,6 @@ import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
 import type { DeletedAccount, PostChanges } from '../../shared/post-changes.js';
-import { POST_COLUMNS } from '../../shared/visibility.js';
 import { removeAccountNotifications } from '../notifications/notifications.service.js';
 import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { moveShare } from '../suspensions/suspensions.service.js';
@@ -104,82 +103,26 @@ export async function deleteUser(
 ): Promise<boolean> {
   return store.transaction(async (tx) => {
     const { db } = tx;
-    const relations = await db
-      .selectFrom('follows')
-      .select(['follower_id', 'followee_id'])
-      .where((eb) => eb.or([eb('follower_id', '=', id), eb('followee_id', '=', id)]))
-      .execute();
-    // The other sides of the user's blocks and of mutes of the user keep a count of them (Viewer.hasBlocks).
-    const blockers = db.selectFrom('blocks').select('blocker_id as other').where('blocked_id', '=', id);
-    const blocked = db.selectFrom('blocks').select('blocked_id as other').where('blocker_id', '=', id);
-    const muters = db.selectFrom('mutes').select('muter_id as other').where('muted_id', '=', id);
-    const others = await blockers.unionAll(blocked).unionAll(muters).execute();
-    const users = new Set([
-      id,
-      ...relations.map((r) => (r.follower_id === id ? r.followee_id : r.follower_id)),
-      ...others.map((r) => Number(r.other)),
-    ]);
+    const repository = createUsersRepository(db);
+    const users = new Set([id, ...(await repository.relatedUserIds(id))]);
     if (!(await tx.lockRows('users', [...users])).includes(id)) return false;
     await options.ifMatch?.(db);
     // A suspended account's share of others' counters is out already: put it back, and take it out as for anyone.
     if ((await suspendedAmong(db, [id])).size > 0) await moveShare(tx, id, 1);
-    for (const others of [blockers, blocked]) {
-      await db.updateTable('users').set((eb) => ({ block_count: eb('block_count', '-', 1) })).where('id', 'in', others).execute();
-    }
-    await db.updateTable('users').set((eb) => ({ mute_count: eb('mute_count', '-', 1) })).where('id', 'in', muters).execute();
-    const touchedPosts = await db
-      .selectFrom('posts')
-      .select('posts.id')
-      .where('posts.owner_id', '<>', id)
-      .where((eb) =>
-        eb.or([
-          eb('posts.id', 'in', eb.selectFrom('replies').select('post_id').where('author_id', '=', id)),
-          eb('posts.id', 'in', eb.selectFrom('recommends').select('post_id').where('user_id', '=', id)),
-        ]),
-      )
-      .execute();
-    await tx.lockRows('posts', touchedPosts.map((p) => p.id));
-
-    await db
-      .updateTable('users')
-      .set((eb) => ({ follower_count: eb('follower_count', '-', 1) }))
-      .where('id', 'in', db.selectFrom('follows').select('followee_id').where('follower_id', '=', id))
-      .execute();
-    await db
-      .updateTable('users')
-      .set((eb) => ({ following_count: eb('following_count', '-', 1) }))
-      .where('id', 'in', db.selectFrom('follows').select('follower_id').where('followee_id', '=', id))
-      .execute();
-    await db
-      .updateTable('posts')
-      .set((eb) => ({
-        reply_count: eb(
-          'reply_count',
-          '-',
-          eb.selectFrom('replies').select(eb.fn.countAll<number>().as('n')).whereRef('replies.post_id', '=', 'posts.id').where('replies.author_id', '=', id),
-        ),
-      }))
-      .where('owner_id', '<>', id)
-      .where('id', 'in', db.selectFrom('replies').select('post_id').where('author_id', '=', id))
-      .execute();
-    await db
-      .updateTable('posts')
-      .set((eb) => ({ recommend_count: eb('recommend_count', '-', 1) }))
-      .where('owner_id', '<>', id)
-      .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', id))
-      .execute();
+    await repository.uncountBlocksAndMutes(id);
+    await tx.lockRows('posts', await repository.postsTouchedBy(id));
+    await repository.uncountFollowsRepliesAndRecommends(id);
     await removeAccountNotifications(tx, id); // notifications (CONTRACT §10), before the post stream's events
     // The user's posts go with the cascade: live streams hear of each as deleted, like a DELETE /posts/{id}, by
     // who could see it before this transaction (its follows go with it: see DeletedAccount).
     if (options.changes) {
-      const posts = await db.selectFrom('posts').select(POST_COLUMNS).where('posts.owner_id', '=', id).orderBy('posts.id').execute();
+      const posts = await repository.postsOf(id);
       if (posts.length > 0) {
-        const followers = await db.selectFrom('follows').select('follower_id').where('followee_id', '=', id).execute();
-        const account: DeletedAccount = { followers: followers.map((row) => Number(row.follower_id)) };
+        const account: DeletedAccount = { followers: await repository.followerIds(id) };
         for (const post of posts) await options.changes.record(tx, { kind: 'deleted', post, account });
       }
     }
-    await db.deleteFrom('users').where('id', '=', id).execute();
+    await repository.remove(id);
     return true;
   });
 }
@@ -192,7 +135,7 @@ export async function deleteUser(
  */
 export async function deleteAllUsers(store: Store, changes?: PostChanges): Promise<number> {
   return store.transaction(async (tx) => {
-    const { db } = tx;
+    const repository = createUsersRepository(tx.db);
     await removeAccountNotifications(tx); // notifications (CONTRACT §10), before the post stream's events
     if (changes) {
       const accounts = new Map<number, DeletedAccount & { followers: number[] }>();
@@ -201,18 +144,17 @@ export async function deleteAllUsers(store: Store, changes?: PostChanges): Promi
         if (!account) accounts.set(owner, (account = { followers: [] }));
         return account;
       };
-      for (const follow of await db.selectFrom('follows').select(['follower_id', 'followee_id']).orderBy('follower_id').execute()) {
+      for (const follow of await repository.allFollows()) {
         accountOf(Number(follow.followee_id)).followers.push(Number(follow.follower_id));
       }
       for (let after = 0; ; ) {
-        const posts = await db.selectFrom('posts').select(POST_COLUMNS).where('posts.id', '>', after).orderBy('posts.id').limit(DELETED_POSTS_PAGE).execute();
+        const posts = await repository.postsAfter(after, DELETED_POSTS_PAGE);
         for (const post of posts) await changes.record(tx, { kind: 'deleted', post, account: accountOf(Number(post.owner_id)) });
         if (posts.length < DELETED_POSTS_PAGE) break;
         after = Number(posts[posts.length - 1]!.id);
       }
     }
-    const result = await db.deleteFrom('users').executeTakeFirst();
-    return Number(result.numDeletedRows);
+    return repository.removeAll();
   });
 }
 

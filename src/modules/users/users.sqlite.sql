@@ -68,6 +68,11 @@ select "password_hash"
   from "users"
   where "id" = ?;
 
+-- passwordVersion
+select "password_version"
+  from "users"
+  where "id" = ?;
+
 -- list, anonymous
 select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."public_post_count" as "post_count"
   from "users"
@@ -170,3 +175,105 @@ update "users"
 update "users"
   set "role" = ?, "updated_at" = ?
   where "id" = ?;
+
+-- relatedUserIds
+select "follower_id", "followee_id"
+  from "follows"
+  where ("follower_id" = ?
+  or "followee_id" = ?);
+select "blocker_id" as "other"
+  from "blocks"
+  where "blocked_id" = ?
+  union all select "blocked_id" as "other"
+  from "blocks"
+  where "blocker_id" = ?
+  union all select "muter_id" as "other"
+  from "mutes"
+  where "muted_id" = ?;
+
+-- uncountBlocksAndMutes
+update "users"
+  set "block_count" = "block_count" - ?
+  where "id" in (select "blocker_id" as "other"
+  from "blocks"
+  where "blocked_id" = ?);
+update "users"
+  set "block_count" = "block_count" - ?
+  where "id" in (select "blocked_id" as "other"
+  from "blocks"
+  where "blocker_id" = ?);
+update "users"
+  set "mute_count" = "mute_count" - ?
+  where "id" in (select "muter_id" as "other"
+  from "mutes"
+  where "muted_id" = ?);
+
+-- postsTouchedBy
+select "posts"."id"
+  from "posts"
+  where "posts"."owner_id" <> ?
+  and ("posts"."id" in (select "post_id"
+  from "replies"
+  where "author_id" = ?)
+  or "posts"."id" in (select "post_id"
+  from "recommends"
+  where "user_id" = ?));
+
+-- uncountFollowsRepliesAndRecommends
+update "users"
+  set "follower_count" = "follower_count" - ?
+  where "id" in (select "followee_id"
+  from "follows"
+  where "follower_id" = ?);
+update "users"
+  set "following_count" = "following_count" - ?
+  where "id" in (select "follower_id"
+  from "follows"
+  where "followee_id" = ?);
+update "posts"
+  set "reply_count" = "reply_count" - (select count(*) as "n"
+  from "replies"
+  where "replies"."post_id" = "posts"."id"
+  and "replies"."author_id" = ?)
+  where "owner_id" <> ?
+  and "id" in (select "post_id"
+  from "replies"
+  where "author_id" = ?);
+update "posts"
+  set "recommend_count" = "recommend_count" - ?
+  where "owner_id" <> ?
+  and "id" in (select "post_id"
+  from "recommends"
+  where "user_id" = ?);
+
+-- postsOf
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  where "posts"."owner_id" = ?
+  order by "posts"."id";
+
+-- followerIds
+select "follower_id"
+  from "follows"
+  where "followee_id" = ?;
+
+-- allFollows
+select "follower_id", "followee_id"
+  from "follows"
+  order by "follower_id";
+
+-- postsAfter
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  where "posts"."id" > ?
+  order by "posts"."id"
+  limit ?;
+
+-- remove
+delete
+  from "users"
+  where "id" = ?;
+
+-- removeAll
+delete
+  from "users";

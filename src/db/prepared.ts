@@ -1,0 +1,54 @@
+import { viewerKind, type CompiledText, type Viewer } from '../shared/visibility.js';
+import type { PlainStatement } from './store.js';
+
+/**
+ * Prepared statements: the few a repository sends as plain SQL instead of through Kysely, one text per dialect.
+ *
+ * When: only where a benchmark showed the builder costs more than the database's answer (bench/README.md, "Figures
+ * behind choices in the code": a point read takes 23.4 µs through Kysely, 8.6 as a precompiled text). Today that is
+ * the read of one post and the token's caller beside it (posts.repository.ts), the caller behind a bearer token
+ * (tokens.repository.ts), the home-feed page (feed.repository.ts), and an Idempotency-Key's lookup and kept answer
+ * (plugins/idempotency/idempotency.repository.ts). Everything else stays in the builder.
+ *
+ * How: the repository holds its statement (a `PlainStatement` from `plain`, or a `Prepared` text compiled from the
+ * builder), and runs it through the store, the one execution path for plain SQL: `Store.query`/`queryOne` for a read
+ * outside a transaction, `Tx.query` inside one. A text that judges visibility is never written by hand: it is
+ * compiled from the predicates of src/shared/visibility.ts once per kind of viewer (`perViewerKind`).
+ */
+
+/** `text` with its `?` placeholders numbered for PostgreSQL (`$1`, `$2`, …), in order. */
+export function numbered(text: string): string {
+  let n = 0;
+  return text.replace(/\?/g, () => `$${++n}`);
+}
+
+/** A statement written with `?` placeholders, in both dialects' forms. */
+export const plain = (text: string): PlainStatement => ({ sqlite: text, postgres: numbered(text) });
+
+/** A compiled text ready to run: both dialects' statements and the parameter template (`bindParameters` fills it). */
+export interface Prepared {
+  statement: PlainStatement;
+  parameters: readonly unknown[];
+}
+
+/** A text compiled from the builder (`compileQuery`, src/shared/visibility.ts), prepared for both dialects. */
+export const prepare = ({ text, parameters }: CompiledText): Prepared => ({ statement: plain(text), parameters });
+
+/**
+ * A statement built on first use once per kind of viewer (`viewerKind`: anonymous, admin, member with or without
+ * blocks and mutes) and `variant` (a page size), then kept: a handful of texts per statement. `build` gets the
+ * kind's template viewer, whose id is the `VIEWER` marker that `bindParameters` replaces on each run.
+ */
+export function perViewerKind<T>(build: (template: Viewer, variant: number | undefined) => T): (viewer: Viewer, variant?: number) => T {
+  const built = new Map<string, T>();
+  return (viewer, variant) => {
+    const { key, template } = viewerKind(viewer);
+    const id = variant === undefined ? key : `${key} ${variant}`;
+    let statement = built.get(id);
+    if (statement === undefined) {
+      statement = build(template, variant);
+      built.set(id, statement);
+    }
+    return statement;
+  };
+}
