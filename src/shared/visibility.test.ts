@@ -101,7 +101,7 @@ async function viewerOf(app: FastifyInstance, user: TestUser | undefined, bare: 
 const ids = (res: { statusCode: number; json(): unknown }) => (res.statusCode === 200 ? (res.json() as Array<{ id: number }>).map((item) => item.id) : []);
 
 describe('who sees what, every consumer against one table (CONTRACT §3, §9)', () => {
-  it('single reads, collections, feeds, replies, recommends, counters and the stream predicate agree with the table', async () => {
+  it('single reads, collections, feeds, replies, recommends, counters, search and the stream predicate agree with the table', async () => {
     const world = await buildWorld();
     const { app, users } = world;
     const seen: Record<string, unknown> = {};
@@ -114,6 +114,11 @@ describe('who sees what, every consumer against one table (CONTRACT §3, §9)', 
       const byAuthor = ids(await call(app, 'GET', `/users/${world.author.id}/posts?limit=100`, { token }));
       const feed = user && caller !== 'anonymous' ? ids(await call(app, 'GET', `/users/${user.id}/feed?limit=100`, { token })) : [];
       const viewer = await viewerOf(app, user, false);
+      // Search (CONTRACT §11) lists through the listing rule: every title starts with its visibility's word.
+      const searched = new Map<string, number[]>();
+      for (const visibility of VISIBILITIES) {
+        searched.set(visibility, ids(await call(app, 'GET', `/posts?q=${visibility}&limit=100`, { token })));
+      }
 
       for (const [author, posts, suspended] of [
         [world.author, world.posts, false],
@@ -126,7 +131,7 @@ describe('who sees what, every consumer against one table (CONTRACT §3, §9)', 
           const listed = suspended ? rule.suspended : rule[visibility].listed;
           const inFeed = listed && FOLLOWS.has(caller);
           const key = `${caller} × ${suspended ? 'suspended ' : ''}${visibility}`;
-          expected[key] = { read, listed, byAuthor: read, feed: inFeed, replies: read ? listed : 404, recommends: read ? read : 404, stream: listed };
+          expected[key] = { read, listed, byAuthor: read, feed: inFeed, replies: read ? listed : 404, recommends: read ? read : 404, stream: listed, search: listed, searchByAuthor: listed };
 
           const single = await call(app, 'GET', `/posts/${post.id}`, { token });
           const replies = await call(app, 'GET', `/posts/${post.id}/replies`, { token });
@@ -148,6 +153,8 @@ describe('who sees what, every consumer against one table (CONTRACT §3, §9)', 
             replies: replies.statusCode === 404 ? 404 : ids(replies).length === 1,
             recommends: recommends.statusCode === 404 ? 404 : ids(recommends).includes(author.id),
             stream,
+            search: searched.get(visibility)!.includes(post.id),
+            searchByAuthor: ids(await call(app, 'GET', `/users/${author.id}/posts?q=${visibility}&limit=100`, { token })).includes(post.id),
           };
           if (single.statusCode !== 404) expect(single.statusCode).toBe(200);
           if (suspended && caller !== 'admin') {
