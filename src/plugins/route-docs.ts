@@ -22,15 +22,18 @@ declare module 'fastify' {
  * GET's 304) spread in by the helper, so reading a route tells everything it answers. The response schema also
  * serializes the error body (problem details, or the envelope under /boards).
  *
- * The helper learns the route's kind from a small object written beside the route's options (`{ method: 'POST',
- * bearer: true, idempotent: true }`), not by wrapping the route: the options stay as Fastify takes them. That
- * repeats what the method, `schema.security` and `config` already say, so the onRoute hook below checks, as each
- * route is declared, that the kind given to `responses()` is the route's own: a route declared without the helper,
- * or with a kind its options contradict (a new write that forgot `database`, an `idempotent` the helper was not
- * told), stops start-up. The response headers (X-Request-Id, ETag, RateLimit, Retry-After, …) stay added by that
- * hook, in one place: they follow from the status and the kind alone, and listing them would double every route.
- * They are documentation only, turned into header objects by @fastify/swagger and into `$ref`s to
- * `components.headers` by the document transform (openapi.ts).
+ * The helper learns the route's kind from a small object in the call (`responses({ method: 'POST', bearer: true,
+ * idempotent: true }, {...})`), not from a wrapper around the route: the route's options stay as Fastify takes them,
+ * and the call sits where the statuses are read. That repeats what the method, `schema.security` and `config`
+ * already say, so the onRoute hook below checks, as each route is declared, that the kind given to `responses()` is
+ * the route's own: a route (hidden ones aside) whose responses were not built by the helper, or were built for
+ * another kind (a write told `database: false`, which would drop its 503; an idempotent create not told
+ * `idempotent`, which would drop its 409 and 422), stops start-up.
+ *
+ * The response headers (X-Request-Id, ETag, RateLimit, Retry-After, …) stay added by that hook, in one place: they
+ * follow from the status and the kind alone, and listing them would double every route. They are documentation
+ * only, turned into header objects by @fastify/swagger and into `$ref`s to `components.headers` by the document
+ * transform (openapi.ts).
  */
 
 /** The kinds of operations the contract treats alike (CONTRACT §5, §6). */
