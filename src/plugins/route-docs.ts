@@ -16,12 +16,24 @@ declare module 'fastify' {
 }
 
 /**
- * What the OpenAPI document says about each operation beyond its own route schema: the error statuses every route
- * of a kind can answer, and the response headers each answer carries. Routes declare what is particular to them
- * (their success bodies, their 404 and 409); the rest is added here, in one place, so that no route forgets 503
- * or `X-Request-Id`. Error statuses are added to the route's response schema, which also serializes the error
- * body (problem details, or the envelope under /boards); headers are documentation only, turned into header
- * objects by @fastify/swagger and into `$ref`s to `components.headers` by the document transform (openapi.ts).
+ * What each operation answers. A route lists every status it can answer in its own `schema.response`, built with
+ * `responses()` below: its success bodies and its particular errors (a 404, a 409) by hand, and the error statuses
+ * that every route of its kind can answer (CONTRACT §5, §6: 400, 401, 408, 412, 413, 415, 422, 429, 500, 503, and a
+ * GET's 304) spread in by the helper, so reading a route tells everything it answers. The response schema also
+ * serializes the error body (problem details, or the envelope under /boards).
+ *
+ * The helper learns the route's kind from a small object in the call (`responses({ method: 'POST', bearer: true,
+ * idempotent: true }, {...})`), not from a wrapper around the route: the route's options stay as Fastify takes them,
+ * and the call sits where the statuses are read. That repeats what the method, `schema.security` and `config`
+ * already say, so the onRoute hook below checks, as each route is declared, that the kind given to `responses()` is
+ * the route's own: a route (hidden ones aside) whose responses were not built by the helper, or were built for
+ * another kind (a write told `database: false`, which would drop its 503; an idempotent create not told
+ * `idempotent`, which would drop its 409 and 422), stops start-up.
+ *
+ * The response headers (X-Request-Id, ETag, RateLimit, Retry-After, …) stay added by that hook, in one place: they
+ * follow from the status and the kind alone, and listing them would double every route. They are documentation
+ * only, turned into header objects by @fastify/swagger and into `$ref`s to `components.headers` by the document
+ * transform (openapi.ts).
  */
 
 /** The kinds of operations the contract treats alike (CONTRACT §5, §6). */
@@ -42,31 +54,102 @@ export interface RouteTraits {
    * Idempotency-Key, Idempotent-Replayed, 409 and 422 (CONTRACT §6.2).
    */
   idempotentCreate: boolean;
-  /** A request that may carry a body: 413 and 415. */
+  /** A request that may carry a body: 408, 413 and 415. */
   body: boolean;
   bearer: boolean;
 }
 
-/** Paths in OpenAPI form (`{id}`); Fastify's `:id` is converted first. */
+type RouteConfig = { rateLimit?: unknown; preconditions?: true; database?: false; idempotent?: boolean };
+
+/** The traits from the plain facts: the method, whether the path is under /boards, whether security names a token. */
+function traitsOf(method: string, board: boolean, bearer: boolean, config: RouteConfig = {}): RouteTraits {
+  const m = method.toUpperCase();
+  return {
+    board,
+    database: config.database !== false,
+    rateLimited: config.rateLimit !== false,
+    conditionalGet: m === 'GET',
+    conditionalWrite: (m === 'PUT' || m === 'DELETE') && config.preconditions === true,
+    idempotentCreate: m === 'POST' && config.idempotent === true,
+    body: BODY_METHODS.has(m),
+    bearer,
+  };
+}
 
 /** What a route's own options (`config`, `schema.security`) and its method say about it; see FastifyContextConfig above. */
-export function routeTraits(
-  method: string,
-  url: string,
-  options: { security?: unknown; config?: { rateLimit?: unknown; preconditions?: true; database?: false; idempotent?: boolean } },
-): RouteTraits {
-  const m = method.toUpperCase();
+export function routeTraits(method: string, url: string, options: { security?: unknown; config?: RouteConfig }): RouteTraits {
   const security = Array.isArray(options.security) ? (options.security as Array<Record<string, unknown>>) : [];
-  return {
-    board: isBoardRequest(url),
-    database: options.config?.database !== false,
-    rateLimited: options.config?.rateLimit !== false,
-    conditionalGet: m === 'GET',
-    conditionalWrite: (m === 'PUT' || m === 'DELETE') && options.config?.preconditions === true,
-    idempotentCreate: m === 'POST' && options.config?.idempotent === true,
-    body: m === 'POST' || m === 'PUT' || m === 'DELETE',
-    bearer: security.some((requirement) => 'bearerAuth' in requirement),
+  return traitsOf(method, isBoardRequest(url), security.some((requirement) => 'bearerAuth' in requirement), options.config);
+}
+
+/**
+ * A route's kind as `responses()` is told it: its method, and each option of the route that changes what it can
+ * answer, written as the route writes it (`idempotent: true` for `config: { idempotent: true }`).
+ */
+export interface RouteKind {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** Under /boards: errors in the envelope (`{code, message, data}`), not problem details. */
+  board?: true;
+  /** `schema.security` names bearerAuth, required or optional. */
+  bearer?: true;
+  idempotent?: true;
+  preconditions?: true;
+  rateLimit?: false;
+  database?: false;
+}
+
+/** The traits each response map of `responses()` was built for, for the check in the onRoute hook. */
+const declaredTraits = new WeakMap<object, RouteTraits>();
+
+/**
+ * The route's `schema.response`: its own entries, and the error statuses (and a GET's 304) every route of its kind
+ * can answer. An own entry wins over the standard one of its status (a DELETE's 400 that says "no such post"); an
+ * idempotent create's own 409 gets the idempotency case added to its words. Typed as the route's own entries, so
+ * that the type provider types the handler's answers as before.
+ */
+export function responses<const R extends Record<number, unknown>>(kind: RouteKind, own: R): R {
+  const t = traitsOf(kind.method, kind.board === true, kind.bearer === true, kind);
+  const response: Record<number, ResponseEntry> = { ...(own as Record<number, ResponseEntry>) };
+  const add = (status: number, description: string) => {
+    if (response[status] !== undefined) return;
+    response[status] = t.board
+      ? { description, ...EnvelopeErrorSchema }
+      : { description, content: { 'application/problem+json': { schema: ProblemSchema } } };
   };
+  // Every route takes a query, closed when it declares none (http-hygiene.ts): an unknown parameter is a 400.
+  add(400, 'Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors`');
+  // Every route answers an Authorization header that is no bearer credential (another scheme) 401 (auth.ts).
+  add(
+    401,
+    t.bearer
+      ? 'The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate)'
+      : 'The Authorization header is not a bearer credential (`Bearer <token>`); without one no token is needed (see WWW-Authenticate)',
+  );
+  if (t.idempotentCreate) {
+    const running = 'a request with this Idempotency-Key is still running (retry after Retry-After)';
+    const mine = response[409];
+    // The route's own 409 (a taken username, a follow twice) keeps its words; the idempotency case is added.
+    if (mine !== undefined && typeof mine.description === 'string' && !mine.description.includes(running)) {
+      response[409] = { ...mine, description: `${mine.description}; or ${running}` };
+    }
+    add(409, running.charAt(0).toUpperCase() + running.slice(1));
+    add(422, 'This Idempotency-Key was used with a different body');
+  }
+  if (t.conditionalWrite) add(412, 'If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed');
+  if (t.body) {
+    // Any request that sends a body may stall while sending it (CONTRACT §5); errors/framework.ts answers it.
+    add(408, 'The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed');
+    add(413, 'Request body too large');
+    add(415, 'Request body is not JSON in UTF-8 (Content-Type: application/json), or is sent with a Content-Encoding');
+  }
+  if (t.rateLimited) add(429, 'Too many requests; see Retry-After');
+  add(500, 'Unexpected failure; the body carries a request id that is also in the log');
+  if (t.database) add(503, 'The database is unavailable or too slow; retry after Retry-After');
+  if (t.conditionalGet && response[304] === undefined) {
+    response[304] = { description: 'Not modified: If-None-Match matched the current ETag; no body', type: 'null' };
+  }
+  declaredTraits.set(response, t);
+  return response as R;
 }
 
 /**
@@ -150,54 +233,26 @@ function headerMap(headers: unknown): Record<string, unknown> {
   return Object.fromEntries(Object.entries(entries).map(([name, schema]) => [canonical.get(name.toLowerCase()) ?? name, schema]));
 }
 
+/**
+ * Checks that the route's responses were built by `responses()` for the route's own kind (see the comment at the top),
+ * then declares the response headers of each status, and the request headers the route reads.
+ */
 function documentRoute(route: RouteOptions): void {
   const schema = route.schema;
   if (!schema || schema.hide) return;
   const config = route.config ?? {};
+  const own = (schema.response ?? {}) as Record<string, ResponseEntry>;
+  const declared = declaredTraits.get(own);
   // The response map may be shared between routes (a spread listSchema), so it is copied, entries too, not mutated.
-  const response: Record<string, ResponseEntry> = { ...((schema.response ?? {}) as Record<string, ResponseEntry>) };
+  const response: Record<string, ResponseEntry> = { ...own };
   for (const method of [route.method].flat()) {
+    // Fastify's HEAD twin of a GET shares the GET's schema, already documented.
+    if (method.toUpperCase() === 'HEAD') return;
     const t = routeTraits(method, route.url, { security: schema.security, config });
-    const add = (status: number, description: string) => {
-      if (response[status] !== undefined) return;
-      response[status] = t.board
-        ? { description, ...EnvelopeErrorSchema }
-        : { description, content: { 'application/problem+json': { schema: ProblemSchema } } };
-    };
-    if (schema.body || schema.params || schema.querystring || t.conditionalGet || t.conditionalWrite || t.idempotentCreate) {
-      add(400, 'Malformed request (a field, or a header such as If-Match or Idempotency-Key): named in `errors`');
-    }
-    // Every route answers an Authorization header that is no bearer credential (another scheme) 401 (auth.ts).
-    add(
-      401,
-      t.bearer
-        ? 'The bearer token is missing, invalid, expired or revoked, or the Authorization header is not `Bearer <token>` (see WWW-Authenticate)'
-        : 'The Authorization header is not a bearer credential (`Bearer <token>`); without one no token is needed (see WWW-Authenticate)',
-    );
-    if (t.idempotentCreate) {
-      const running = 'a request with this Idempotency-Key is still running (retry after Retry-After)';
-      const own = response[409];
-      // The route's own 409 (a taken username, a follow twice) keeps its words; the idempotency case is added.
-      if (own !== undefined && typeof own.description === 'string' && !own.description.includes(running)) {
-        response[409] = { ...own, description: `${own.description}; or ${running}` };
-      }
-      add(409, running.charAt(0).toUpperCase() + running.slice(1));
-      add(422, 'This Idempotency-Key was used with a different body');
-    }
-    if (t.conditionalWrite) add(412, 'If-Match names no current entity-tag of the resource, or If-None-Match names it: nothing changed');
-    // Any request that sends a body may stall while sending it (CONTRACT §5); errors/framework.ts answers it.
-    if (BODY_METHODS.has(method.toUpperCase())) {
-      add(408, 'The request body did not fully arrive within REQUEST_TIMEOUT_MS; the connection is closed');
-    }
-    if (t.body) {
-      add(413, 'Request body too large');
-      add(415, 'Request body is not JSON in UTF-8 (Content-Type: application/json), or is sent with a Content-Encoding');
-    }
-    if (t.rateLimited) add(429, 'Too many requests; see Retry-After');
-    add(500, 'Unexpected failure; the body carries a request id that is also in the log');
-    if (t.database) add(503, 'The database is unavailable or too slow; retry after Retry-After');
-    if (t.conditionalGet && response[304] === undefined) {
-      response[304] = { description: 'Not modified: If-None-Match matched the current ETag; no body', type: 'null' };
+    if (declared === undefined) throw new Error(`${method} ${route.url}: build schema.response with responses() (plugins/route-docs.ts)`);
+    const differ = (Object.keys(t) as Array<keyof RouteTraits>).filter((trait) => t[trait] !== declared[trait]);
+    if (differ.length > 0) {
+      throw new Error(`${method} ${route.url}: responses() was given another kind than the route's options say (${differ.join(', ')})`);
     }
 
     for (const [status, entry] of Object.entries(response)) {

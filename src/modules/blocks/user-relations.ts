@@ -9,6 +9,7 @@ import { answerCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { toUser } from '../../shared/representations.js';
 import { DeletedSchema, IdParam, PAGE_HEADERS, PageQuerySchema, ReadOnlyEcho, toId } from '../../shared/schemas.js';
 import type { PublicUserRow, Viewer } from '../../shared/visibility.js';
@@ -90,14 +91,14 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
           security: bearer,
           params: UserParamsSchema,
           body: BodySchema,
-          response: {
+          response: responses({ method: 'POST', bearer: true, idempotent: true }, {
             201: { description: `The ${noun}d user; Location names the ${noun}`, headers: Type.Object({ location: Type.String() }), ...UserSchema },
             400: problems[400](`Malformed request, ${noun}ing oneself, or an \`id\` that names no user`),
             401: problems[401],
             403: problems[403],
             404: problems[404]('user'),
             409: problems[409](`Already ${noun}d`),
-          },
+          }),
         },
       },
       async (request, reply) => {
@@ -139,11 +140,11 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
           security: bearer,
           params: UserParamsSchema,
           querystring: PageQuerySchema,
-          response: {
+          response: responses({ method: 'GET', bearer: true }, {
             200: { description: `A page of ${noun}d users`, headers: PAGE_HEADERS, ...Type.Array(UserSchema) },
             401: problems[401],
             404: problems[404]('user'),
-          },
+          }),
         },
       },
       async (request, reply) => {
@@ -168,11 +169,11 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
           description: `The ${noun}d user, as GET /users/{id} shows them. The user themself or an admin. ${PRIVACY}`,
           security: bearer,
           params: ParamsSchema,
-          response: {
+          response: responses({ method: 'GET', bearer: true }, {
             200: { description: `The ${noun}d user`, ...UserSchema },
             401: problems[401],
             404: problems[404](noun),
-          },
+          }),
         },
       },
       async (request) => {
@@ -196,11 +197,11 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
           description: `The user themself or an admin. ${PRIVACY}${operation === 'Block' ? ' Lifting a block does not restore the follows it removed.' : ''}`,
           security: bearer,
           params: ParamsSchema,
-          response: {
+          response: responses({ method: 'DELETE', bearer: true }, {
             200: { description: 'Removed', ...DeletedSchema },
             400: problems[400](`Malformed id, or no such ${noun}`),
             401: problems[401],
-          },
+          }),
         },
       },
       async (request) => {

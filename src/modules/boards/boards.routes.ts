@@ -20,6 +20,7 @@ import {
   ReplaceBoardBodySchema,
   UpdatedEnvelope,
 } from './boards.schemas.js';
+import { responses } from '../../plugins/route-docs.js';
 
 /** Success envelopes (seed §2): `code` is the status as text, `message` its status text. */
 const ok = <T>(data: T) => ({ code: '200', message: 'OK', data });
@@ -74,7 +75,7 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       'the number of boards. All three parameters are optional decimal integers ("1e1" or "0x10" is a 400).',
     security: optionalBearer,
     querystring: ListBoardsQuerySchema,
-    response: { 200: { description: 'A page of boards', ...BoardPageEnvelope } },
+    response: responses({ method: 'GET', board: true, bearer: true }, { 200: { description: 'A page of boards', ...BoardPageEnvelope } }),
   };
   const list = async (query: Static<typeof ListBoardsQuerySchema>) => {
     const { start = 0, end, limit = DEFAULT_LIMIT } = query;
@@ -110,7 +111,10 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Read a board',
         security: optionalBearer,
         params: BoardParamsSchema,
-        response: { 200: { description: 'The board', ...BoardEnvelope }, 404: errors[404] },
+        response: responses({ method: 'GET', board: true, bearer: true }, {
+          200: { description: 'The board', ...BoardEnvelope },
+          404: errors[404],
+        }),
       },
     },
     async (request) => {
@@ -131,14 +135,14 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'Any signed-in user; they become its author.',
         security: bearer,
         body: CreateBoardBodySchema,
-        response: {
+        response: responses({ method: 'POST', board: true, bearer: true, idempotent: true }, {
           201: {
             description: 'The new board; Location names it',
             headers: Type.Object({ location: Type.String() }),
             ...BoardEnvelope,
           },
           401: errors[401],
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -174,12 +178,12 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: BoardParamsSchema,
         body: ReplaceBoardBodySchema,
-        response: {
+        response: responses({ method: 'PUT', board: true, bearer: true, preconditions: true }, {
           200: { description: 'Replaced; `data` is "updated"', ...UpdatedEnvelope },
           401: errors[401],
           403: errors[403],
           404: errors[404],
-        },
+        }),
       },
       onRequest: requireJsonContentType,
     },
@@ -219,12 +223,12 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'The author or an admin. A board that does not exist is a 400 (seed §7).',
         security: bearer,
         params: BoardParamsSchema,
-        response: {
+        response: responses({ method: 'DELETE', board: true, bearer: true, preconditions: true }, {
           200: { description: 'Removed; `data` is "deleted"', ...DeletedEnvelope },
           400: envelopeError('Malformed id, or no such board'),
           401: errors[401],
           403: errors[403],
-        },
+        }),
       },
     },
     async (request, reply) => {

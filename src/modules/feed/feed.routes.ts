@@ -5,6 +5,7 @@ import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { toPost } from '../../shared/representations.js';
 import { withVisibleCounts } from '../../shared/visibility.js';
 import { PostSchema } from '../posts/posts.schemas.js';
@@ -32,12 +33,12 @@ const feedRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: UserParamsSchema,
         querystring: PageQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
           401: problems[401],
           403: problems[403],
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request, reply) => {

@@ -6,6 +6,7 @@ import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { toUser } from '../../shared/representations.js';
 import type { Viewer } from '../../shared/visibility.js';
 import { createUsersRepository } from '../users/users.repository.js';
@@ -38,10 +39,10 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'In follower id order, paginated with `limit` and `cursor`. Open to anyone.',
         params: UserParamsSchema,
         querystring: PageQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of followers (users)', headers: PAGE_HEADERS, ...Type.Array(UserSchema) },
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -69,7 +70,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: UserParamsSchema,
         body: FollowBodySchema,
-        response: {
+        response: responses({ method: 'POST', bearer: true, idempotent: true }, {
           201: {
             description: 'The follower (a user); Location names the relation',
             headers: Type.Object({ location: Type.String() }),
@@ -80,7 +81,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           403: problems.forbidden('Not the follower nor an admin; or a block stands between the two users (problem type ending in /blocked)'),
           404: problems[404]('user'),
           409: problems[409]('Already following'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -111,10 +112,10 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: optionalBearer,
         description: 'The same representation as GET /users/{follower_id}, if that user follows user_id. Open to anyone.',
         params: FollowerParamsSchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'The follower (a user)', ...UserSchema },
           404: problems[404]('follower: the user does not follow user_id, or either user does not exist'),
-        },
+        }),
       },
     },
     async (request) => {
@@ -137,12 +138,12 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'A relation that does not exist is a 400 (seed §7).',
         security: bearer,
         params: FollowerParamsSchema,
-        response: {
+        response: responses({ method: 'DELETE', bearer: true }, {
           200: { description: 'Removed', ...DeletedSchema },
           400: problems[400]('Malformed id, or no such follower relation'),
           401: problems[401],
           403: problems[403],
-        },
+        }),
       },
     },
     async (request) => {
@@ -170,10 +171,10 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'In followee id order, paginated with `limit` and `cursor`. Open to anyone.',
         params: UserParamsSchema,
         querystring: PageQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of followed users', headers: PAGE_HEADERS, ...Type.Array(UserSchema) },
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request, reply) => {

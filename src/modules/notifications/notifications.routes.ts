@@ -5,6 +5,7 @@ import type { NotificationType } from '../../db/types.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { PAGE_HEADERS, toId } from '../../shared/schemas.js';
 import { findCallerByTokenHash } from '../tokens/tokens.repository.js';
 import { checkLastEventId, negotiateStream } from '../streams/streams.plugin.js';
@@ -80,13 +81,13 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: UserParamsSchema,
         querystring: ListNotificationsQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of notifications', headers: PAGE_HEADERS, ...Type.Array(NotificationSchema) },
           400: problems[400]('Malformed id, cursor, limit or types'),
           401: problems[401],
           403: problems[403],
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -119,12 +120,12 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'The last notification read and how many visible ones are newer (exact up to 1000). The user themself or an admin.',
         security: bearer,
         params: UserParamsSchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'The marker', ...NotificationMarkerSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request) => {
@@ -146,12 +147,12 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: UserParamsSchema,
         body: ReplaceNotificationMarkerBodySchema,
-        response: {
+        response: responses({ method: 'PUT', bearer: true }, {
           200: { description: 'The marker', ...NotificationMarkerSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request) => {
@@ -176,12 +177,12 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'The user themself or an admin. One about a post the user may no longer see is a 404 (until it is visible again).',
         security: bearer,
         params: NotificationParamsSchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'The notification', ...NotificationSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('user or notification'),
-        },
+        }),
       },
     },
     async (request) => {

@@ -8,6 +8,7 @@ import { answerCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { toPost } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, checkBodyId, toId } from '../../shared/schemas.js';
 import { countsDiffer, findVisiblePost, requireVisiblePost, withVisibleCounts, type Viewer } from '../../shared/visibility.js';
@@ -52,10 +53,10 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'posts; with one: also the caller’s own posts and followers-only posts of users they follow; admins see all. ' +
           'With `q`, the posts among these that match the search (a JSON page, also when a stream is asked for).',
         querystring: SearchPostsQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
           401: problems[401],
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -80,7 +81,11 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: optionalBearer,
         description: VISIBILITY_NOTE,
         params: PostParamsSchema,
-        response: { 200: { description: 'The post', ...PostSchema }, 401: problems[401], 404: problems[404]('post') },
+        response: responses({ method: 'GET', bearer: true }, {
+          200: { description: 'The post', ...PostSchema },
+          401: problems[401],
+          404: problems[404]('post'),
+        }),
       },
       // Signed in, the token's caller and the post are one statement (findCallerAndReadablePost), not two.
       config: { callerInHandler: true },
@@ -124,12 +129,12 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: PostParamsSchema,
         body: ReplacePostBodySchema,
-        response: {
+        response: responses({ method: 'PUT', bearer: true, preconditions: true }, {
           200: { description: 'The updated post', ...PostSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('post'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -163,12 +168,12 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           `caller may not see, is a 400 (seed §7). ${AUTH_FIRST}`,
         security: bearer,
         params: PostParamsSchema,
-        response: {
+        response: responses({ method: 'DELETE', bearer: true, preconditions: true }, {
           200: { description: 'Removed', ...DeletedSchema },
           400: problems[400]('Malformed id, or no such post'),
           401: problems[401],
           403: problems[403],
-        },
+        }),
       },
     },
     async (request) => {
@@ -196,11 +201,11 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'match the search, as GET /posts?q= finds them.',
         params: UserParamsSchema,
         querystring: SearchPostsQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of posts', headers: PAGE_HEADERS, ...Type.Array(PostSchema) },
           401: problems[401],
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -234,12 +239,12 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: UserParamsSchema,
         body: CreatePostBodySchema,
-        response: {
+        response: responses({ method: 'POST', bearer: true, idempotent: true }, {
           201: { description: 'The new post; Location names it', headers: Type.Object({ location: Type.String() }), ...PostSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request, reply) => {

@@ -6,6 +6,7 @@ import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { toUser } from '../../shared/representations.js';
 import { requireVisiblePost } from '../../shared/visibility.js';
 import { UserSchema } from '../users/users.schemas.js';
@@ -33,11 +34,11 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: optionalBearer,
         params: PostRecommendsParamsSchema,
         querystring: PageQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of users', headers: PAGE_HEADERS, ...Type.Array(UserSchema) },
           401: problems[401],
           404: problems[404]('post'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -65,13 +66,13 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: PostRecommendsParamsSchema,
         body: CreateRecommendBodySchema,
-        response: {
+        response: responses({ method: 'POST', bearer: true, idempotent: true }, {
           201: { description: 'The recommending user; Location names the recommend', headers: Type.Object({ location: Type.String() }), ...UserSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('post'),
           409: problems[409]('The user already recommends this post'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -100,7 +101,11 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'The same representation as GET /users/{user_id}; 404 if that user does not recommend the post.',
         security: optionalBearer,
         params: RecommendParamsSchema,
-        response: { 200: { description: 'The user', ...UserSchema }, 401: problems[401], 404: problems[404]('post or recommend') },
+        response: responses({ method: 'GET', bearer: true }, {
+          200: { description: 'The user', ...UserSchema },
+          401: problems[401],
+          404: problems[404]('post or recommend'),
+        }),
       },
     },
     async (request) => {
@@ -124,12 +129,12 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'The recommending user or an admin. No such recommend, or a post the caller may not see, is a 400 (seed §7).',
         security: bearer,
         params: RecommendParamsSchema,
-        response: {
+        response: responses({ method: 'DELETE', bearer: true }, {
           200: { description: 'Removed', ...DeletedSchema },
           400: problems[400]('Malformed id, or no such recommend'),
           401: problems[401],
           403: problems[403],
-        },
+        }),
       },
     },
     async (request) => {

@@ -7,6 +7,7 @@ import { answerCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { toReply } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, checkBodyId, toId } from '../../shared/schemas.js';
 import { findVisiblePost, requireVisiblePost, type Viewer } from '../../shared/visibility.js';
@@ -47,11 +48,11 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: optionalBearer,
         params: PostRepliesParamsSchema,
         querystring: PageQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of replies', headers: PAGE_HEADERS, ...Type.Array(ReplySchema) },
           401: problems[401],
           404: problems[404]('post'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -75,11 +76,11 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: PostRepliesParamsSchema,
         body: CreateReplyBodySchema,
-        response: {
+        response: responses({ method: 'POST', bearer: true, idempotent: true }, {
           201: { description: 'The new reply; Location names it', headers: Type.Object({ location: Type.String() }), ...ReplySchema },
           401: problems[401],
           404: problems[404]('post'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -105,7 +106,11 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'Anyone who may see the post. A reply of another post is not found here.',
         security: optionalBearer,
         params: ReplyParamsSchema,
-        response: { 200: { description: 'The reply', ...ReplySchema }, 401: problems[401], 404: problems[404]('post or reply') },
+        response: responses({ method: 'GET', bearer: true }, {
+          200: { description: 'The reply', ...ReplySchema },
+          401: problems[401],
+          404: problems[404]('post or reply'),
+        }),
       },
     },
     async (request) => {
@@ -133,12 +138,12 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: ReplyParamsSchema,
         body: ReplaceReplyBodySchema,
-        response: {
+        response: responses({ method: 'PUT', bearer: true, preconditions: true }, {
           200: { description: 'The updated reply', ...ReplySchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('post or reply'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -174,12 +179,12 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'not see, is a 400 (seed §7).',
         security: bearer,
         params: ReplyParamsSchema,
-        response: {
+        response: responses({ method: 'DELETE', bearer: true, preconditions: true }, {
           200: { description: 'Removed', ...DeletedSchema },
           400: problems[400]('Malformed id, or no such reply'),
           401: problems[401],
           403: problems[403],
-        },
+        }),
       },
     },
     async (request, reply) => {

@@ -9,6 +9,7 @@ import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { PAGE_HEADERS, checkBodyId, toId, type Link } from '../../shared/schemas.js';
 import { createReportsRepository } from './reports.repository.js';
 import {
@@ -83,12 +84,12 @@ const reportsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           AUTH_FIRST,
         security: bearer,
         body: CreateReportBodySchema,
-        response: {
+        response: responses({ method: 'POST', bearer: true, idempotent: true }, {
           201: { description: 'The new report; Location names it', headers: Type.Object({ location: Type.String() }), ...ReportSchema },
           400: problems[400]('Malformed request, or a subject that does not exist, that the caller may not see, or that is their own'),
           401: problems[401],
           409: problems[409]('The caller already has an open report of this subject'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -116,11 +117,11 @@ const reportsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: 'Admins only. Newest first, paginated with `limit` and `cursor`; `status` keeps the reports in that status.',
         security: bearer,
         querystring: ListReportsQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of reports', headers: PAGE_HEADERS, ...Type.Array(ReportSchema) },
           401: problems[401],
           403: problems[403],
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -143,7 +144,11 @@ const reportsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: `Its reporter and admins. ${NOT_VISIBLE}`,
         security: bearer,
         params: ReportParamsSchema,
-        response: { 200: { description: 'The report', ...ReportSchema }, 401: problems[401], 404: problems[404]('report') },
+        response: responses({ method: 'GET', bearer: true }, {
+          200: { description: 'The report', ...ReportSchema },
+          401: problems[401],
+          404: problems[404]('report'),
+        }),
       },
     },
     async (request) => {
@@ -171,13 +176,13 @@ const reportsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: ReportParamsSchema,
         body: ReplaceReportBodySchema,
-        response: {
+        response: responses({ method: 'PUT', bearer: true, preconditions: true }, {
           200: { description: 'The updated report', ...ReportSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('report'),
           409: problems[409]('Reopening: the reporter has another open report of the same subject'),
-        },
+        }),
       },
     },
     async (request, reply) => {

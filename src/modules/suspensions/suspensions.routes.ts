@@ -3,6 +3,7 @@ import { bearer, type Caller } from '../../plugins/auth.js';
 import type { SuspensionRow } from '../../db/types.js';
 import { AppError } from '../../shared/errors.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { DeletedSchema, toId } from '../../shared/schemas.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createSuspensionsRepository } from './suspensions.repository.js';
@@ -43,12 +44,12 @@ const suspensionsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: UserParamsSchema,
         body: SuspensionBodySchema,
-        response: {
+        response: responses({ method: 'PUT', bearer: true }, {
           200: { description: 'The suspension', ...SuspensionSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request) => {
@@ -71,12 +72,12 @@ const suspensionsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: `${ADMINS_ONLY} 404 when the user is not suspended.`,
         security: bearer,
         params: UserParamsSchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'The suspension', ...SuspensionSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('suspension'),
-        },
+        }),
       },
     },
     async (request) => {
@@ -98,12 +99,12 @@ const suspensionsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: `${ADMINS_ONLY} The account shows again everywhere; its tokens stay revoked. 400 when the user is not suspended.`,
         security: bearer,
         params: UserParamsSchema,
-        response: {
+        response: responses({ method: 'DELETE', bearer: true }, {
           200: { description: 'Lifted', ...DeletedSchema },
           400: problems[400]('Malformed id, or the user is not suspended'),
           401: problems[401],
           403: problems[403],
-        },
+        }),
       },
     },
     async (request) => {

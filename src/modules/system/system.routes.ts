@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { ProblemSchema } from '../../shared/schemas.js';
 import { AppError } from '../../shared/errors.js';
 import { metricsAccess } from '../../plugins/metrics.js';
+import { responses } from '../../plugins/route-docs.js';
 
 /** Operational endpoints: liveness with a database check, Prometheus metrics, and the OpenAPI document. */
 const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -14,10 +15,10 @@ const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getHealth',
         tags: ['system'],
         summary: 'Health: 200 when the database answers and its schema is current, 503 when not',
-        response: {
+        response: responses({ method: 'GET', rateLimit: false }, {
           200: { description: 'Healthy', ...Type.Object({ status: Type.Literal('ok'), database: Type.Literal('up') }) },
           503: { description: 'The database does not answer', content: { 'application/problem+json': { schema: ProblemSchema } } },
-        },
+        }),
       },
       config: { rateLimit: false },
     },
@@ -42,7 +43,7 @@ const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
         produces: ['text/plain'],
         // No token, or the metrics token (never a user's token from POST /tokens): which one is the server's setting.
         security: [{}, { metricsToken: [] }],
-        response: {
+        response: responses({ method: 'GET', rateLimit: false, database: false }, {
           200: { description: 'Metrics', content: { 'text/plain': { schema: Type.String() } } },
           401: {
             description:
@@ -50,7 +51,7 @@ const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
               'or the Authorization header is not `Bearer <token>` (see WWW-Authenticate)',
             content: { 'application/problem+json': { schema: ProblemSchema } },
           },
-        },
+        }),
       },
       // Never touches the database, so never a 503.
       config: { rateLimit: false, database: false },
@@ -69,7 +70,9 @@ const systemRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getOpenApi',
         tags: ['system'],
         summary: 'This OpenAPI 3.1 document',
-        response: { 200: { description: 'The document', content: { 'application/json': { schema: Type.Object({}, { additionalProperties: true }) } } } },
+        response: responses({ method: 'GET', database: false }, {
+          200: { description: 'The document', content: { 'application/json': { schema: Type.Object({}, { additionalProperties: true }) } } },
+        }),
       },
       config: { database: false },
     },

@@ -7,6 +7,7 @@ import { dummyHash, verifyPassword } from '../../shared/passwords.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
 import { PROBLEM_TYPES, problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import type { Links } from '../../shared/links.js';
 import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { createUsersRepository } from '../users/users.repository.js';
@@ -48,11 +49,11 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Sign in: exchange a username and password for a bearer token',
         description: `Tokens expire (TOKEN_TTL_SECONDS) and are revoked when the user changes password or is deleted. Rate-limited tightly.`,
         body: CreateTokenBodySchema,
-        response: {
+        response: responses({ method: 'POST' }, {
           201: { description: 'The token; Location names it', headers: Type.Object({ location: Type.String() }), ...TokenSchema },
           401: problems[401],
           403: problems.forbidden('The account is suspended (problem type ending in /suspended); only with the right password'),
-        },
+        }),
       },
       config: { rateLimitPolicy: 'auth' },
     },
@@ -86,11 +87,11 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: `Its owner or an admin. ${HIDDEN}`,
         security: bearer,
         params: TokenParamsSchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'The token', ...SessionSchema },
           401: problems[401],
           404: problems[404]('token'),
-        },
+        }),
       },
     },
     async (request) => {
@@ -114,12 +115,12 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: UserParamsSchema,
         querystring: PageQuerySchema,
-        response: {
+        response: responses({ method: 'GET', bearer: true }, {
           200: { description: 'A page of tokens', headers: PAGE_HEADERS, ...Type.Array(SessionSchema) },
           401: problems[401],
           403: problems[403],
           404: problems[404]('user'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -146,11 +147,11 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description: `Its owner or an admin. A token that does not exist is a 400. ${HIDDEN}`,
         security: bearer,
         params: TokenParamsSchema,
-        response: {
+        response: responses({ method: 'DELETE', bearer: true }, {
           200: { description: 'Revoked', ...DeletedSchema },
           400: problems[400]('Malformed id, or no such token'),
           401: problems[401],
-        },
+        }),
       },
     },
     async (request) => {

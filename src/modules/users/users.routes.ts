@@ -8,6 +8,7 @@ import { AppError } from '../../shared/errors.js';
 import { keysetPage, textKeysetPage } from '../../shared/pagination.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
 import { problems } from '../../shared/problems.js';
+import { responses } from '../../plugins/route-docs.js';
 import { toUser } from '../../shared/representations.js';
 import { DeletedSchema, PAGE_HEADERS, checkBodyId, toId } from '../../shared/schemas.js';
 import type { Viewer } from '../../shared/visibility.js';
@@ -42,10 +43,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Sign up',
         description: 'Open to anyone. Rate-limited more tightly than other routes.',
         body: CreateUserBodySchema,
-        response: {
+        response: responses({ method: 'POST', idempotent: true }, {
           201: { description: 'The new user; Location names it', headers: Type.Object({ location: Type.String() }), ...UserSchema },
           409: problems[409]('The username is taken (case-insensitively)'),
-        },
+        }),
       },
       config: { rateLimitPolicy: 'auth', idempotent: true },
     },
@@ -72,7 +73,9 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'In id order, paginated with `limit` and `cursor`; `username` filters to one user. With `q`, the users ' +
           'found by name, in lower-cased username order.',
         querystring: ListUsersQuerySchema,
-        response: { 200: { description: 'A page of users', headers: PAGE_HEADERS, ...Type.Array(UserSchema) } },
+        response: responses({ method: 'GET', bearer: true }, {
+          200: { description: 'A page of users', headers: PAGE_HEADERS, ...Type.Array(UserSchema) },
+        }),
       },
     },
     async (request, reply) => {
@@ -107,7 +110,11 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Remove all users',
         description: 'Admin only. Removes every user, the caller included, and everything that is theirs.',
         security: bearer,
-        response: { 200: { description: 'How many users were removed', ...DeletedSchema }, 401: problems[401], 403: problems[403] },
+        response: responses({ method: 'DELETE', bearer: true }, {
+          200: { description: 'How many users were removed', ...DeletedSchema },
+          401: problems[401],
+          403: problems[403],
+        }),
       },
     },
     async (request) => {
@@ -126,7 +133,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Read a user',
         security: optionalBearer,
         params: UserParamsSchema,
-        response: { 200: { description: 'The user', ...UserSchema }, 404: problems[404]('user') },
+        response: responses({ method: 'GET', bearer: true }, {
+          200: { description: 'The user', ...UserSchema },
+          404: problems[404]('user'),
+        }),
       },
     },
     async (request) => {
@@ -152,13 +162,13 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: UserParamsSchema,
         body: ReplaceUserBodySchema,
-        response: {
+        response: responses({ method: 'PUT', bearer: true, preconditions: true }, {
           200: { description: 'The updated user', ...UserSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('user'),
           409: problems[409]('The username is taken (case-insensitively)'),
-        },
+        }),
       },
     },
     async (request, reply) => {
@@ -192,12 +202,12 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         security: bearer,
         params: UserParamsSchema,
         body: ChangePasswordBodySchema,
-        response: {
+        response: responses({ method: 'PUT', bearer: true }, {
           200: { description: 'The user', ...UserSchema },
           401: problems[401],
           403: problems[403],
           404: problems[404]('user'),
-        },
+        }),
       },
       config: { rateLimitPolicy: 'auth' },
     },
@@ -232,12 +242,12 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'A user that does not exist is a 400 (seed §7).',
         security: bearer,
         params: UserParamsSchema,
-        response: {
+        response: responses({ method: 'DELETE', bearer: true, preconditions: true }, {
           200: { description: 'Removed', ...DeletedSchema },
           400: problems[400]('Malformed id, or no such user'),
           401: problems[401],
           403: problems[403],
-        },
+        }),
       },
     },
     async (request, reply) => {
