@@ -141,13 +141,13 @@ describe('stream event log', () => {
     await expect(
       app.store.transaction(async (tx) => {
         const row = await tx.db.insertInto('posts').values(post).returningAll().executeTakeFirstOrThrow();
-        await app.postChanges.record(tx, { kind: 'created', post: row });
+        await tx.recordPostChange({ kind: 'created', post: row });
         throw new Error('rolled back');
       }),
     ).rejects.toThrow('rolled back');
     expect(await events(app)).toEqual([]);
     const row = await write(app, async (db) => db.insertInto('posts').values(post).returningAll().executeTakeFirstOrThrow());
-    await app.store.transaction((tx) => app.postChanges.record(tx, { kind: 'created', post: row }));
+    await app.store.transaction((tx) => tx.recordPostChange({ kind: 'created', post: row }));
     expect((await events(app)).map((e) => e.id)).toEqual([app.store.dialect === 'postgres' ? 2 : 1]);
   });
 
@@ -198,7 +198,7 @@ describe('stream event log', () => {
         .values({ owner_id: ann.id, title: 'first', content: 'c', visibility: 'public', created_at: now, updated_at: now })
         .returningAll()
         .executeTakeFirstOrThrow();
-      await app.postChanges.record(tx, { kind: 'created', post: row });
+      await tx.recordPostChange({ kind: 'created', post: row });
       recorded();
       await open;
       return row;
