@@ -7,6 +7,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
 import { backend, testDatabaseName } from '../../../test/helpers/database.js';
 import { createAdmin, signUp } from '../../../test/helpers/factories.js';
+import { deleteAllUsers, deleteUser } from '../users/users.service.js';
 import { purgeEvents, START } from './events.js';
 import { MAX_BACKLOG_BYTES, type Subscriber } from './hub.js';
 
@@ -124,6 +125,20 @@ describe('stream event log', () => {
     await settled(app);
     expect(await purgeEvents(app.store, '2026-01-01T00:00:09.500Z')).toBe(3);
     expect((await events(app)).map((e) => e.id)).toEqual([ids[3]]);
+  });
+
+  // Every transaction records post changes (Tx.recordPostChange): a caller of the service cannot leave them out.
+  it('deleting users through the services alone records their posts as deleted', async () => {
+    const app = await buildTestApp();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    for (const user of [ann, bob]) {
+      expect((await call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title: 't', content: 'c' } })).statusCode).toBe(201);
+    }
+    expect(await deleteUser(app.store, ann.id)).toBe(true);
+    expect((await events(app)).map((e) => e.kind)).toEqual(['created', 'created', 'deleted']);
+    expect(await deleteAllUsers(app.store)).toBe(1);
+    expect((await events(app)).map((e) => e.kind)).toEqual(['created', 'created', 'deleted', 'deleted']);
   });
 
   // SQLite gives the counter's id back; PostgreSQL's sequence does not, which nothing minds (no reader counts ids).
