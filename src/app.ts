@@ -7,7 +7,7 @@ import { findCallerByTokenHash } from './modules/tokens/tokens.repository.js';
 import { openStore } from './db/open.js';
 import type { Store } from './db/store.js';
 import { createLinks, type Links } from './shared/links.js';
-import { PostChanges } from './shared/post-changes.js';
+import type { PostChanges } from './shared/post-changes.js';
 import { createValidatorCompiler } from './plugins/validation.js';
 import { AccessLog, createLogger, loggerOptions } from './plugins/logging.js';
 import errorHandler, { ArrivingBodies, clientError, connectRequest, frameworkError } from './plugins/error-handler.js';
@@ -34,7 +34,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     config: Readonly<Config>;
     links: Links;
-    /** Committed changes to posts, for the fan-out worker and live streams. */
+    /** `store.postChanges`: the changes to posts that writes record, for the fan-out worker and live streams. */
     postChanges: PostChanges;
     /** Aborted when the app starts closing (SIGTERM): long-lived responses listen to it and end. */
     closing: AbortSignal;
@@ -121,7 +121,6 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
   app.removeContentTypeParser('text/plain');
   app.decorate('config', config);
   app.decorate('links', createLinks(config.publicUrl));
-  app.decorate('postChanges', new PostChanges());
 
   // Graceful shutdown: close() reaps only the keep-alive connections that are idle at that moment. A connection
   // busy with an in-flight request would stay open after its response until the keep-alive timeout and hold the
@@ -169,6 +168,7 @@ export async function buildApp(config: Readonly<Config>, options: BuildOptions =
         onStatement: tracing ? tracing.onStatement : undefined,
       });
     await app.register(databasePlugin, { store, migrate: options.migrate ?? true });
+    app.decorate('postChanges', store.postChanges);
   } catch (error) {
     const variable = config.databaseDirectUrl && config.databaseDirectUrl !== config.databaseUrl ? 'DATABASE_URL or DATABASE_DIRECT_URL' : 'DATABASE_URL';
     throw new Error(`${variable}: the database cannot be used: ${error instanceof Error ? error.message : String(error)}`, { cause: error });

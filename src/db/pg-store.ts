@@ -3,6 +3,7 @@ import { CompiledQuery, Kysely, PostgresDialect, sql, type PostgresPool, type Po
 import { DatabaseUnavailableError } from './errors.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
 import { kyselyLog, observe, runHooks, type LockableTable, type PlainStatement, type Store, type StoreOptions, type Tx, type Work } from './store.js';
+import { PostChanges } from '../shared/post-changes.js';
 import type { Database } from './types.js';
 
 // pg returns int8 (ids, COUNT(*)) as strings and timestamptz as Date. Ids are assigned sequentially and stay far
@@ -34,6 +35,7 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
   const timeoutMs = options.statementTimeoutMs ?? 5000;
   const preparedStatements = options.preparedStatements ?? true;
   const onHookError = options.onHookError ?? (() => {});
+  const postChanges = new PostChanges();
 
   const poolMax = options.poolMax ?? 10;
   const pool = newPool(url, options, { max: poolMax, connectionTimeoutMillis: timeoutMs });
@@ -54,6 +56,7 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
   return {
     dialect: 'postgres',
     db,
+    postChanges,
 
     query,
 
@@ -72,7 +75,7 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
         try {
           const value = await db.transaction().execute(async (trx) => {
             try {
-              const value = await work(pgTx(trx, hooks, steps));
+              const value = await work(pgTx(trx, postChanges, hooks, steps));
               for (const step of steps) await step();
               return value;
             } catch (error) {
@@ -124,7 +127,7 @@ function newPool(url: string, options: StoreOptions, extra: { max: number; conne
   });
 }
 
-function pgTx(trx: Kysely<Database>, hooks: (() => void)[], steps: (() => Promise<void>)[]): Tx {
+function pgTx(trx: Kysely<Database>, postChanges: PostChanges, hooks: (() => void)[], steps: (() => Promise<void>)[]): Tx {
   /** The ids among `ids` that exist, each row locked in `mode`, in ascending id order (the global lock order). */
   const lockExisting = async (table: LockableTable, ids: readonly number[], mode: 'update' | 'key share') => {
     if (ids.length === 0) return [];
@@ -132,11 +135,12 @@ function pgTx(trx: Kysely<Database>, hooks: (() => void)[], steps: (() => Promis
     const rows = await (mode === 'update' ? query.forUpdate() : query.forKeyShare()).execute();
     return rows.map((r) => r.id);
   };
-  return {
+  const tx: Tx = {
     db: trx,
     dialect: 'postgres',
     afterCommit: (hook) => void hooks.push(hook),
     beforeCommit: (step) => void steps.push(step),
+    recordPostChange: (change) => postChanges.record(tx, change),
     query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
       (await trx.executeQuery<R>(CompiledQuery.raw(statement.postgres, [...params]))).rows as R[],
     lockRows: (table, ids) => lockExisting(table, ids, 'update'),
@@ -146,6 +150,7 @@ function pgTx(trx: Kysely<Database>, hooks: (() => void)[], steps: (() => Promis
       return rows[0]?.locked === true;
     },
   };
+  return tx;
 }
 
 /**

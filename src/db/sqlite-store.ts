@@ -9,6 +9,7 @@ import { DatabaseUnavailableError } from './errors.js';
 import { startCheckpointer } from './sqlite-checkpoint.js';
 import { isSchemaCurrent, migrateToLatest } from './migrate.js';
 import { kyselyLog, observe, runHooks, type LockableTable, type PlainStatement, type Store, type TransactionOptions, type StoreOptions, type Tx, type Work } from './store.js';
+import { PostChanges } from '../shared/post-changes.js';
 import type { Database } from './types.js';
 
 const BEGIN_IMMEDIATE = CompiledQuery.raw('begin immediate');
@@ -76,6 +77,7 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   makeFolder(path.dirname(path.resolve(file)));
   const timeoutMs = options.statementTimeoutMs ?? 5000;
   const onHookError = options.onHookError ?? (() => {});
+  const postChanges = new PostChanges();
 
   const writer = open(file, 0);
   // A savepoint keeps the original of every page its unit changes in a statement journal, which SQLite moves to a
@@ -185,7 +187,7 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
     const steps: (() => Promise<void>)[] = [];
     await conn.executeQuery(SAVEPOINT_UNIT);
     try {
-      const value = await work(sqliteTx(conn, writeQuery, hooks, steps));
+      const value = await work(sqliteTx(conn, writeQuery, postChanges, hooks, steps));
       for (const step of steps) await step();
       // The unit caught the error under which SQLite ended the transaction; without this the callers would hear
       // only that the savepoint is gone.
@@ -204,6 +206,7 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   return {
     dialect: 'sqlite',
     db: readDb,
+    postChanges,
 
     // better-sqlite3 answers synchronously, so this cannot interleave with a query Kysely runs on the same connection.
     async query<R>(statement: PlainStatement, params: readonly unknown[]) {
@@ -269,23 +272,31 @@ interface QueuedUnit {
 /** How a unit ended in its savepoint; its caller hears it once the batch's COMMIT has succeeded. */
 type Outcome = { ok: true; value: unknown; hooks: (() => void)[] } | { ok: false; error: unknown };
 
-function sqliteTx(conn: Kysely<Database>, query: Tx['query'], hooks: (() => void)[], steps: (() => Promise<void>)[]): Tx {
+function sqliteTx(
+  conn: Kysely<Database>,
+  query: Tx['query'],
+  postChanges: PostChanges,
+  hooks: (() => void)[],
+  steps: (() => Promise<void>)[],
+): Tx {
   // The transaction holds SQLite's write lock: no other writer runs until it ends, so there is nothing to lock.
   const existing = async (table: LockableTable, ids: readonly number[]) => {
     if (ids.length === 0) return [];
     const rows = await conn.selectFrom(table).select('id').where('id', 'in', ids).orderBy('id').execute();
     return rows.map((r) => r.id);
   };
-  return {
+  const tx: Tx = {
     db: conn,
     dialect: 'sqlite',
     afterCommit: (hook) => void hooks.push(hook),
     beforeCommit: (step) => void steps.push(step),
+    recordPostChange: (change) => postChanges.record(tx, change),
     query,
     lockRows: existing,
     shareRows: existing,
     tryExclusive: async () => true,
   };
+  return tx;
 }
 
 function open(file: string, busyTimeoutMs: number): SQLite.Database {

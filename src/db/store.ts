@@ -1,4 +1,5 @@
 import type { Kysely, LogEvent } from 'kysely';
+import type { PostChange, PostChanges } from '../shared/post-changes.js';
 import type { Database } from './types.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -44,6 +45,11 @@ export interface Tx {
    */
   beforeCommit(step: () => Promise<void>): void;
   /**
+   * Reports a change to a post (`store.postChanges`): its subscribers' in-transaction work runs now, their
+   * after-commit work once this transaction has committed. Every write that changes a post calls it.
+   */
+  recordPostChange(change: PostChange): Promise<void>;
+  /**
    * Runs a plain-SQL statement (prepared.ts) inside the transaction and answers its rows (a write's
    * `RETURNING`): for the few writes on a hot path where building the query costs more than running it.
    */
@@ -84,6 +90,8 @@ export interface Store {
   readonly dialect: Dialect;
   /** Reads outside a transaction. */
   readonly db: Kysely<Database>;
+  /** Hears every post change its transactions record (`Tx.recordPostChange`): the fan-out worker, live streams. */
+  readonly postChanges: PostChanges;
   /**
    * Runs a plain-SQL read (prepared.ts) on the driver itself, outside any transaction: for the few statements
    * on every request, where the builder and its connection handling cost more than the database's answer.

@@ -18,32 +18,37 @@ export type PostChange =
   | { kind: 'updated'; post: PostRow; previous: PostRow }
   | { kind: 'deleted'; post: PostRow; account?: DeletedAccount };
 
-export type PostChangeListener = (change: PostChange) => void;
+/**
+ * Who hears of post changes, and when. `inTransaction` runs inside the writing transaction, at the change, in the
+ * order subscribed (e.g. writing a durable event row); `afterCommit` runs once that transaction has committed, and
+ * never for one that rolled back (e.g. waking the fan-out worker).
+ */
+export interface PostChangeSubscriber {
+  inTransaction?(tx: Tx, change: PostChange): Promise<void>;
+  afterCommit?(change: PostChange): void;
+}
 
 /**
- * Where writes report changes to posts. A service calls `record` inside its transaction; listeners hear of the
- * change only after that transaction commits (through the transaction's after-commit hook), and never of one that
- * rolled back. `record` is a place for work inside the transaction too (e.g. writing a durable event row).
+ * Where writes report changes to posts: one per store (`store.postChanges`), reached from a transaction as
+ * `tx.recordPostChange(change)`, so every write that changes a post reports it and no service is handed a hub.
  */
 export class PostChanges {
-  private readonly listeners = new Set<PostChangeListener>();
-  private readonly recorders: ((tx: Tx, change: PostChange) => Promise<void>)[] = [];
+  private readonly subscribers: PostChangeSubscriber[] = [];
 
-  /** Hears every committed change; answers a function that stops listening. */
-  subscribe(listener: PostChangeListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+  /** Adds a subscriber; answers a function that removes it. */
+  subscribe(subscriber: PostChangeSubscriber): () => void {
+    this.subscribers.push(subscriber);
+    return () => {
+      const at = this.subscribers.indexOf(subscriber);
+      if (at >= 0) this.subscribers.splice(at, 1);
+    };
   }
 
-  /** Adds work done inside the writing transaction for every change (runs before the commit, in order). */
-  addRecorder(recorder: (tx: Tx, change: PostChange) => Promise<void>): void {
-    this.recorders.push(recorder);
-  }
-
+  /** What `tx.recordPostChange` does: the in-transaction work now, the after-commit work on `tx.afterCommit`. */
   async record(tx: Tx, change: PostChange): Promise<void> {
-    for (const recorder of this.recorders) await recorder(tx, change);
+    for (const subscriber of this.subscribers) await subscriber.inTransaction?.(tx, change);
     tx.afterCommit(() => {
-      for (const listener of this.listeners) listener(change);
+      for (const subscriber of this.subscribers) subscriber.afterCommit?.(change);
     });
   }
 }

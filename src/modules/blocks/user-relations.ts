@@ -5,7 +5,7 @@ import { constraintKind } from '../../db/errors.js';
 import type { Tx } from '../../db/store.js';
 import type { Database } from '../../db/types.js';
 import { bearer, type Caller } from '../../plugins/auth.js';
-import { answerCreated } from '../../plugins/idempotency/index.js';
+import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
@@ -111,14 +111,14 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
         const noSuchUser = () => AppError.badRequest('id', 'names no user');
         if (!(await users.exists(targetId, caller))) throw noSuchUser();
         try {
-          await app.store.transaction(async (tx) => {
+          await writeCreated(reply, async (tx) => {
             // Both rows locked in id order, as a follow locks them: a follow and a block of the same two never cross.
             if ((await tx.lockRows('users', [ownerId, targetId])).length < 2) throw noSuchUser();
             await kind.repository(tx.db).insert(ownerId, targetId, new Date().toISOString());
             await kind.created?.(tx, ownerId, targetId);
             const row = await kind.repository(tx.db).find(ownerId, targetId, caller);
             if (!row) throw noSuchUser();
-            answerCreated(tx, reply, { location: app.links.url(`/users/${ownerId}/${path}/${targetId}`), body: toUser(row, app.links) });
+            return { location: app.links.url(`/users/${ownerId}/${path}/${targetId}`), body: toUser(row, app.links) };
           });
         } catch (error) {
           if (constraintKind(error) === 'unique') throw AppError.conflict('id', `is already ${noun}d`);

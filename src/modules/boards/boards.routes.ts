@@ -4,7 +4,7 @@ import type { Tx } from '../../db/store.js';
 import { Type, type Static } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { bodyTag, ifMatch, tagOf, updatedAfter, type Precondition } from '../../shared/conditional.js';
-import { answerCreated } from '../../plugins/idempotency/index.js';
+import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { toBoard } from '../../shared/representations.js';
 import { EnvelopeErrorSchema, checkBodyId, toId } from '../../shared/schemas.js';
@@ -147,7 +147,7 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const caller = await app.auth.required(request);
-      await app.store.transaction(async (tx) => {
+      return writeCreated(reply, async (tx) => {
         const row = await createBoardsRepository(tx.db).insert({
           author_id: caller.id,
           title: request.body.title,
@@ -156,9 +156,8 @@ const boardsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         });
         // The body is the 201 envelope; the ETag is the one GET /boards/{id} shows (its 200 envelope's).
         const board = toBoard(row);
-        answerCreated(tx, reply, { location: app.links.url(`/boards/${row.id}`), body: created(board), etag: tagOf(reply, BoardEnvelope, ok(board)) });
+        return { location: app.links.url(`/boards/${row.id}`), body: created(board), etag: tagOf(reply, BoardEnvelope, ok(board)) };
       });
-      return reply;
     },
   );
 

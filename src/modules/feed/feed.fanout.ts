@@ -319,8 +319,10 @@ export default fp(
   async (app) => {
     const fanout = createFanout(app.store, app.log);
     app.decorate('fanout', fanout);
-    app.postChanges.subscribe((change) => {
-      if (change.kind === 'created') fanout.schedule();
+    app.postChanges.subscribe({
+      afterCommit: (change) => {
+        if (change.kind === 'created') fanout.schedule();
+      },
     });
     app.addHook('onReady', () => {
       fanout.schedule();

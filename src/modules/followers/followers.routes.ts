@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { bearer, optionalBearer } from '../../plugins/auth.js';
 import { Type } from 'typebox';
-import { answerCreated } from '../../plugins/idempotency/index.js';
+import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
@@ -94,9 +94,10 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
       if (followerId === followeeId) throw AppError.badRequest('id', 'must not be the followed user: a user cannot follow themself');
       if (followerId !== caller.id && !(await users.exists(followerId, caller))) throw AppError.badRequest('id', 'names no user');
-      await follow(app.store, followeeId, followerId, caller, async (tx, follower) =>
-        answerCreated(tx, reply, { location: app.links.url(`/users/${followeeId}/followers/${followerId}`), body: toUser(follower, app.links) }),
-      );
+      await writeCreated(reply, async (tx) => {
+        const follower = await follow(tx, followeeId, followerId, caller);
+        return { location: app.links.url(`/users/${followeeId}/followers/${followerId}`), body: toUser(follower, app.links) };
+      });
       app.fanout.schedule(); // the followee's posts, into the follower's feed entries
       return reply;
     },

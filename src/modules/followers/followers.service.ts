@@ -9,9 +9,9 @@ import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { createFollowersRepository } from './followers.repository.js';
 
 /**
- * `followerId` starts following `followeeId`, in one transaction: the relation, both counters and the follower's
- * home feed (the followee's existing posts, queued for the fan-out worker to write after this commits; feed reads
- * merge them from `posts` until it has). Answers the follower's row with its counters already moved.
+ * `followerId` starts following `followeeId`, inside the caller's transaction: the relation, both counters and the
+ * follower's home feed (the followee's existing posts, queued for the fan-out worker to write after this commits;
+ * feed reads merge them from `posts` until it has). Answers the follower's row with its counters already moved.
  *
  * Both users' rows are locked first, in ascending id order (A follows B while B follows A cannot deadlock). The
  * worker's backfill locks the same two rows, so it writes the entries of every post the followee has by then, and
@@ -19,31 +19,20 @@ import { createFollowersRepository } from './followers.repository.js';
  * (CONTRACT §9); the block's own transaction locks the same two rows, so a follow and a block never cross. The
  * primary key is the arbiter of duplicates: of two identical requests racing, one inserts and the other gets the
  * unique violation (409) and changes nothing. A user deleted meanwhile surfaces as a missing row or a foreign key
- * violation (404).
- * `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
+ * violation (404). Each error undoes the transaction.
  */
-export async function follow(
-  store: Store,
-  followeeId: number,
-  followerId: number,
-  viewer: Viewer,
-  withinTransaction?: (tx: Tx, follower: PublicUserRow) => Promise<void>,
-): Promise<PublicUserRow> {
+export async function follow(tx: Tx, followeeId: number, followerId: number, viewer: Viewer): Promise<PublicUserRow> {
   try {
-    return await store.transaction(async (tx) => {
-      if ((await tx.lockRows('users', [followeeId, followerId])).length < 2) throw AppError.notFound('user');
-      if (await blockBetween(tx.db, followeeId, followerId)) {
-        throw AppError.forbidden('A block stands between these two users: neither may follow the other', PROBLEM_TYPES.blocked);
-      }
-      const follows = createFollowersRepository(tx.db);
-      await follows.insert(followeeId, followerId, new Date().toISOString());
-      await follows.adjustCounts(followeeId, followerId, 1, await suspendedAmong(tx.db, [followeeId, followerId]));
-      await follows.queueBackfill(followeeId, followerId);
-      await notifyFollow(tx, followerId, followeeId); // notifications (CONTRACT §10)
-      const follower = await tx.db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
-      await withinTransaction?.(tx, follower);
-      return follower;
-    });
+    if ((await tx.lockRows('users', [followeeId, followerId])).length < 2) throw AppError.notFound('user');
+    if (await blockBetween(tx.db, followeeId, followerId)) {
+      throw AppError.forbidden('A block stands between these two users: neither may follow the other', PROBLEM_TYPES.blocked);
+    }
+    const follows = createFollowersRepository(tx.db);
+    await follows.insert(followeeId, followerId, new Date().toISOString());
+    await follows.adjustCounts(followeeId, followerId, 1, await suspendedAmong(tx.db, [followeeId, followerId]));
+    await follows.queueBackfill(followeeId, followerId);
+    await notifyFollow(tx, followerId, followeeId); // notifications (CONTRACT §10)
+    return await tx.db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
   } catch (error) {
     switch (constraintKind(error)) {
       case 'unique':

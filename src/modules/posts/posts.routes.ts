@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import type { PostRow } from '../../db/types.js';
 import { bearer, isSelfOrAdmin, optionalBearer, type Caller } from '../../plugins/auth.js';
 import { ifMatch, versionTags } from '../../shared/conditional.js';
-import { answerCreated } from '../../plugins/idempotency/index.js';
+import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
@@ -145,7 +145,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const current = await requireVisiblePost(app.db, id, caller);
       if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may replace a post');
       const input = { title: body.title, content: body.content, visibility: body.visibility };
-      const replaced = await replacePost(app.store, app.postChanges, current, input, { ifMatch: postPrecondition(request, id, caller) });
+      const replaced = await replacePost(app.store, current, input, { ifMatch: postPrecondition(request, id, caller) });
       if (!replaced) throw AppError.notFound('post');
       const [row] = await withVisibleCounts(app.db, caller, [replaced]);
       const post = toPost(row!, app.links);
@@ -183,7 +183,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const current = await requireVisiblePost(app.db, id, caller, noSuchPost);
       if (!isSelfOrAdmin(caller, current.owner_id)) throw AppError.forbidden('Only its owner or an admin may delete a post');
       const options = { ifMatch: postPrecondition(request, id, caller) };
-      if (!(await deletePost(app.store, app.postChanges, current, options))) throw AppError.badRequest('post_id', 'names no post');
+      if (!(await deletePost(app.store, current, options))) throw AppError.badRequest('post_id', 'names no post');
       return { deleted: 1 };
     },
   );
@@ -254,12 +254,12 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         if (!(await users.exists(ownerId, caller))) throw AppError.notFound('user');
         throw AppError.forbidden('Only the user may publish posts as themself');
       }
-      const row = await createPost(app.store, app.postChanges, ownerId, request.body, async (tx, post) => {
+      return writeCreated(reply, async (tx) => {
+        const post = await createPost(tx, ownerId, request.body);
+        if (!post) throw AppError.notFound('user');
         const shown = toPost(post, app.links);
-        answerCreated(tx, reply, { location: app.links.url(`/posts/${post.id}`), body: shown, etag: postTag(shown) });
+        return { location: app.links.url(`/posts/${post.id}`), body: shown, etag: postTag(shown) };
       });
-      if (!row) throw AppError.notFound('user');
-      return reply;
     },
   );
 };

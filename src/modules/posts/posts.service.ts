@@ -1,38 +1,32 @@
 import type { Store, Tx } from '../../db/store.js';
 import type { PostRow, Visibility } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
-import type { PostChanges } from '../../shared/post-changes.js';
 import { postWritten } from '../notifications/notifications.service.js';
 import { indexPost } from '../search/search.repository.js';
 import { createPostsRepository } from './posts.repository.js';
 
 /**
- * Creates a post in one transaction: the owner's post counters and the post, which a trigger queues for the
- * fan-out worker (feed.fanout.ts) to write into the home feed of every follower; the worker hears of it once the
- * transaction commits. Feeds merge queued posts, so the post is in them at once. Undefined when the owner does not
- * exist. `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
+ * Creates a post inside the caller's transaction: the owner's post counters and the post, which a trigger queues
+ * for the fan-out worker (feed.fanout.ts) to write into the home feed of every follower; the worker hears of it
+ * once the transaction commits. Feeds merge queued posts, so the post is in them at once. Undefined when the owner
+ * does not exist.
  */
 export async function createPost(
-  store: Store,
-  changes: PostChanges,
+  tx: Tx,
   ownerId: number,
   input: { title: string; content: string; visibility?: Visibility },
-  withinTransaction?: (tx: Tx, post: PostRow) => Promise<void>,
 ): Promise<PostRow | undefined> {
   const visibility = input.visibility ?? 'public';
-  return store.transaction(async (tx) => {
-    const posts = createPostsRepository(tx.db);
-    if (!(await posts.countPost(ownerId, visibility, 1))) return undefined;
-    // Taken once the owner's row is locked (by the count above), as the id is drawn by the insert below: an
-    // author's concurrent posts then carry createdAt in the order of their ids, on PostgreSQL as on SQLite.
-    const createdAt = new Date().toISOString();
-    const post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
-    await postWritten(tx, post, true); // notifications of its mentions (CONTRACT §10), before the stream event
-    await indexPost(tx.db, post, false); // search (CONTRACT §11): in the same transaction
-    await changes.record(tx, { kind: 'created', post });
-    await withinTransaction?.(tx, post);
-    return post;
-  });
+  const posts = createPostsRepository(tx.db);
+  if (!(await posts.countPost(ownerId, visibility, 1))) return undefined;
+  // Taken once the owner's row is locked (by the count above), as the id is drawn by the insert below: an
+  // author's concurrent posts then carry createdAt in the order of their ids, on PostgreSQL as on SQLite.
+  const createdAt = new Date().toISOString();
+  const post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
+  await postWritten(tx, post, true); // notifications of its mentions (CONTRACT §10), before the stream event
+  await indexPost(tx.db, post, false); // search (CONTRACT §11): in the same transaction
+  await tx.recordPostChange({ kind: 'created', post });
+  return post;
 }
 
 /**
@@ -42,7 +36,6 @@ export async function createPost(
  */
 export async function replacePost(
   store: Store,
-  changes: PostChanges,
   current: { id: number; owner_id: number },
   input: { title: string; content: string; visibility: Visibility },
   options: { ifMatch?: Precondition } = {},
@@ -64,7 +57,7 @@ export async function replacePost(
       await posts.countPost(post.owner_id, post.visibility, 1);
     }
     await postWritten(tx, post, false); // notifications of its mentions (CONTRACT §10), before the stream event
-    await changes.record(tx, { kind: 'updated', post, previous });
+    await tx.recordPostChange({ kind: 'updated', post, previous });
     return post;
   });
 }
@@ -77,7 +70,6 @@ export async function replacePost(
  */
 export async function deletePost(
   store: Store,
-  changes: PostChanges,
   current: { id: number; owner_id: number },
   options: { ifMatch?: Precondition } = {},
 ): Promise<boolean> {
@@ -90,7 +82,7 @@ export async function deletePost(
     const post = await posts.remove(current.id);
     if (!post) return false;
     await posts.countPost(post.owner_id, post.visibility, -1);
-    await changes.record(tx, { kind: 'deleted', post });
+    await tx.recordPostChange({ kind: 'deleted', post });
     return true;
   });
 }

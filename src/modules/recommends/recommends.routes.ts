@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
-import { answerCreated } from '../../plugins/idempotency/index.js';
+import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { DeletedSchema, PAGE_HEADERS, PageQuerySchema, toId } from '../../shared/schemas.js';
@@ -81,13 +81,10 @@ const recommendsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const userId = request.body.id;
       await requireVisiblePost(app.db, postId, caller);
       if (userId !== caller.id) throw AppError.forbidden('A user may recommend a post only for themself');
-      const result = await createRecommend(app.store, postId, userId, caller, async (tx, user) =>
-        answerCreated(tx, reply, { location: app.links.url(`/posts/${postId}/recommends/${userId}`), body: toUser(user, app.links) }),
-      );
-      if (result.outcome === 'duplicate') throw AppError.conflict('id', 'already recommends this post');
-      // The post (or the caller's account) was deleted between the check and the insert.
-      if (result.outcome === 'gone') throw AppError.notFound('post');
-      return reply;
+      return writeCreated(reply, async (tx) => {
+        const user = await createRecommend(tx, postId, userId, caller);
+        return { location: app.links.url(`/posts/${postId}/recommends/${userId}`), body: toUser(user, app.links) };
+      });
     },
   );
 

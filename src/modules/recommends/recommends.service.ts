@@ -1,51 +1,35 @@
 import { constraintKind } from '../../db/errors.js';
+import { AppError } from '../../shared/errors.js';
 import type { Store, Tx } from '../../db/store.js';
 import type { PublicUserRow, Viewer } from '../../shared/visibility.js';
 import { notifyRecommend, unnotifyRecommend } from '../notifications/notifications.service.js';
 import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { createRecommendsRepository } from './recommends.repository.js';
 
-export type CreateRecommendResult =
-  | { outcome: 'created'; user: PublicUserRow }
-  | { outcome: 'duplicate' }
-  | { outcome: 'gone' };
-
 /**
- * Records that a user recommends a post and counts it, in one transaction. The primary key (post_id, user_id)
- * decides between two identical requests racing: one inserts, the other gets the unique violation (on PostgreSQL
- * it waits for the first to commit) and is reported as a duplicate, so the counter moves once.
- * `gone`: the post or the user was deleted after the caller's checks (the foreign key rejected the insert).
- * `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
+ * Records that a user recommends a post and counts it, inside the caller's transaction, and answers the recommender
+ * as `viewer` sees them. The primary key (post_id, user_id) decides between two identical requests racing: one
+ * inserts, the other gets the unique violation (on PostgreSQL it waits for the first to commit), a 409, so the
+ * counter moves once. The post or the user deleted after the caller's checks (the foreign key rejected the insert),
+ * or the user suspended meanwhile, is a 404 naming the post. Either error undoes the transaction.
  */
-/** Thrown inside the transaction to undo a recommend whose recommender can no longer be shown (see createRecommend). */
-class RecommendGone extends Error {}
-
-export async function createRecommend(
-  store: Store,
-  postId: number,
-  userId: number,
-  viewer: Viewer,
-  withinTransaction?: (tx: Tx, user: PublicUserRow) => Promise<void>,
-): Promise<CreateRecommendResult> {
+export async function createRecommend(tx: Tx, postId: number, userId: number, viewer: Viewer): Promise<PublicUserRow> {
+  const gone = () => AppError.notFound('post');
   try {
-    return await store.transaction(async (tx) => {
-      const recommends = createRecommendsRepository(tx.db);
-      // Suspended while this request was on its way: the account is gone for everyone but admins.
-      if ((await suspendedAmong(tx.db, [userId])).size > 0) return { outcome: 'gone' };
-      await recommends.insert({ post_id: postId, user_id: userId, created_at: new Date().toISOString() });
-      await recommends.addToRecommendCount(postId, 1);
-      const user = await recommends.findRecommender(postId, userId, viewer);
-      // Suspended (or the post hidden) by a transaction that committed since the check above: undone, as gone.
-      if (!user) throw new RecommendGone();
-      await notifyRecommend(tx, userId, postId); // notifications (CONTRACT §10)
-      await withinTransaction?.(tx, user);
-      return { outcome: 'created', user };
-    });
+    const recommends = createRecommendsRepository(tx.db);
+    // Suspended while this request was on its way: the account is gone for everyone but admins.
+    if ((await suspendedAmong(tx.db, [userId])).size > 0) throw gone();
+    await recommends.insert({ post_id: postId, user_id: userId, created_at: new Date().toISOString() });
+    await recommends.addToRecommendCount(postId, 1);
+    const user = await recommends.findRecommender(postId, userId, viewer);
+    // Suspended (or the post hidden) by a transaction that committed since the check above: undone, as gone.
+    if (!user) throw gone();
+    await notifyRecommend(tx, userId, postId); // notifications (CONTRACT §10)
+    return user;
   } catch (error) {
-    if (error instanceof RecommendGone) return { outcome: 'gone' };
     const kind = constraintKind(error);
-    if (kind === 'unique') return { outcome: 'duplicate' };
-    if (kind === 'foreign_key') return { outcome: 'gone' };
+    if (kind === 'unique') throw AppError.conflict('id', 'already recommends this post');
+    if (kind === 'foreign_key') throw gone();
     throw error;
   }
 }

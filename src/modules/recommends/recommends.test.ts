@@ -151,7 +151,7 @@ describe('POST /posts/{post_id}/recommends', () => {
   it('reports a post deleted between the visibility check and the insert as gone (foreign key)', async () => {
     const app = await buildTestApp();
     const w = await buildWorld(app);
-    expect(await createRecommend(app.store, 424242, w.owner.id, undefined)).toEqual({ outcome: 'gone' });
+    await expect(app.store.transaction((tx) => createRecommend(tx, 424242, w.owner.id, undefined))).rejects.toMatchObject({ statusCode: 404 });
     expect(await app.db.selectFrom('recommends').selectAll().execute()).toEqual([]);
   });
 });

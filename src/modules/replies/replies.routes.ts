@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isAdmin, optionalBearer } from '../../plugins/auth.js';
 import { bodyTag, ifMatch, tagOf } from '../../shared/conditional.js';
-import { answerCreated } from '../../plugins/idempotency/index.js';
+import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
 import { problems } from '../../shared/problems.js';
@@ -87,12 +87,12 @@ const repliesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const postId = toId(request.params.post_id);
       await requireVisiblePost(app.db, postId, caller);
-      const row = await createReply(app.store, { postId, authorId: caller.id, content: request.body.content }, async (tx, created) =>
-        answerCreated(tx, reply, { location: app.links.url(`/posts/${postId}/replies/${created.id}`), body: toReply(created, app.links) }),
-      );
-      // The post (or the caller's account) was deleted between the check and the insert.
-      if (!row) throw AppError.notFound('post');
-      return reply;
+      return writeCreated(reply, async (tx) => {
+        const created = await createReply(tx, { postId, authorId: caller.id, content: request.body.content });
+        // The post (or the caller's account) was deleted between the check and the insert.
+        if (!created) throw AppError.notFound('post');
+        return { location: app.links.url(`/posts/${postId}/replies/${created.id}`), body: toReply(created, app.links) };
+      });
     },
   );
 

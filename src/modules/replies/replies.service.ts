@@ -6,35 +6,27 @@ import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { createRepliesRepository } from './replies.repository.js';
 
 /**
- * Counts a reply on its post and inserts it in one transaction. Returns undefined when the post (or the author)
- * was deleted after the caller's visibility check, and the route answers 404.
+ * Counts a reply on its post and inserts it inside the caller's transaction. Returns undefined when the post (or
+ * the author) was deleted after the caller's visibility check, and the route answers 404.
  * On PostgreSQL the post's counter is its row lock: the repliers of one post take it one at a time, and each draws
  * its id and its time after it, so a post's replies carry createdAt in id order (oldest first by either), as on
  * SQLite. The author's row is held first, as the insert's foreign key would hold it: users before posts.
- * `withinTransaction` runs last inside the transaction (an idempotent create keeps its answer there).
  */
-export async function createReply(
-  store: Store,
-  input: { postId: number; authorId: number; content: string },
-  withinTransaction?: (tx: Tx, reply: ReplyRow) => Promise<void>,
-): Promise<ReplyRow | undefined> {
-  return store.transaction(async (tx) => {
-    const replies = createRepliesRepository(tx.db);
-    // Both rows the insert refers to are held from here on, so its foreign keys cannot fail.
-    if ((await tx.shareRows('users', [input.authorId])).length === 0) return undefined;
-    // Suspended while this request was on its way: the account is gone for everyone but admins.
-    if ((await suspendedAmong(tx.db, [input.authorId])).size > 0) return undefined;
-    if (!(await replies.addToReplyCount(input.postId, 1))) return undefined;
-    const row = await replies.insert({
-      post_id: input.postId,
-      author_id: input.authorId,
-      content: input.content,
-      created_at: new Date().toISOString(),
-    });
-    await notifyReply(tx, row); // notifications (CONTRACT §10)
-    await withinTransaction?.(tx, row);
-    return row;
+export async function createReply(tx: Tx, input: { postId: number; authorId: number; content: string }): Promise<ReplyRow | undefined> {
+  const replies = createRepliesRepository(tx.db);
+  // Both rows the insert refers to are held from here on, so its foreign keys cannot fail.
+  if ((await tx.shareRows('users', [input.authorId])).length === 0) return undefined;
+  // Suspended while this request was on its way: the account is gone for everyone but admins.
+  if ((await suspendedAmong(tx.db, [input.authorId])).size > 0) return undefined;
+  if (!(await replies.addToReplyCount(input.postId, 1))) return undefined;
+  const row = await replies.insert({
+    post_id: input.postId,
+    author_id: input.authorId,
+    content: input.content,
+    created_at: new Date().toISOString(),
   });
+  await notifyReply(tx, row); // notifications (CONTRACT §10)
+  return row;
 }
 
 /**

@@ -149,7 +149,7 @@ describe('POST /posts/{post_id}/replies', () => {
   it('reports a post deleted between the visibility check and the insert as missing (foreign key)', async () => {
     const app = await buildTestApp();
     const w = await buildWorld(app);
-    expect(await createReply(app.store, { postId: 424242, authorId: w.owner.id, content: 'late' })).toBeUndefined();
+    expect(await app.store.transaction((tx) => createReply(tx, { postId: 424242, authorId: w.owner.id, content: 'late' }))).toBeUndefined();
     expect(await app.db.selectFrom('replies').selectAll().execute()).toEqual([]);
   });
 

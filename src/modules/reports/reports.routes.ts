@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { ReportRow } from '../../db/types.js';
 import { bearer, isAdmin, type Caller } from '../../plugins/auth.js';
-import { answerCreated } from '../../plugins/idempotency/index.js';
+import { writeCreated } from '../../plugins/idempotency/index.js';
 import { bodyTag, ifMatch, tagOf } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
@@ -100,10 +100,10 @@ const reportsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (found.ownerId === caller.id) {
         throw AppError.badRequest('subject.id', subject.type === 'user' ? 'is yourself: you may not report yourself' : `is your own ${subject.type}: you may not report it`);
       }
-      await createReport(app.store, { reporterId: caller.id, subject: found, reason, comment }, async (tx, row) =>
-        answerCreated(tx, reply, { location: app.links.url(`/reports/${row.id}`), body: toReport(row, app.links) }),
-      );
-      return reply;
+      return writeCreated(reply, async (tx) => {
+        const row = await createReport(tx, { reporterId: caller.id, subject: found, reason, comment });
+        return { location: app.links.url(`/reports/${row.id}`), body: toReport(row, app.links) };
+      });
     },
   );
 

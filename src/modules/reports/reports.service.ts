@@ -54,28 +54,22 @@ export async function findReportableSubject(
 }
 
 /**
- * Files an open report. The partial unique index `reports_one_open` decides between two racing creates of the same
- * reporter and subject: one inserts, the other is a 409 naming `subject`. `withinTransaction` runs last inside the
- * transaction (an idempotent create keeps its answer there).
+ * Files an open report inside the caller's transaction. The partial unique index `reports_one_open` decides between
+ * two racing creates of the same reporter and subject: one inserts, the other is a 409 naming `subject`.
  */
 export async function createReport(
-  store: Store,
+  tx: Tx,
   input: { reporterId: number; subject: ReportableSubject; reason: ReportReason; comment: string },
-  withinTransaction?: (tx: Tx, report: ReportRow) => Promise<void>,
 ): Promise<ReportRow> {
   try {
-    return await store.transaction(async (tx) => {
-      const report = await createReportsRepository(tx.db).insert({
-        reporter_id: input.reporterId,
-        subject_type: input.subject.type,
-        subject_id: input.subject.id,
-        subject_post_id: input.subject.postId,
-        reason: input.reason,
-        comment: input.comment,
-        created_at: new Date().toISOString(),
-      });
-      await withinTransaction?.(tx, report);
-      return report;
+    return await createReportsRepository(tx.db).insert({
+      reporter_id: input.reporterId,
+      subject_type: input.subject.type,
+      subject_id: input.subject.id,
+      subject_post_id: input.subject.postId,
+      reason: input.reason,
+      comment: input.comment,
+      created_at: new Date().toISOString(),
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw AppError.conflict('subject', 'already has an open report of yours');

@@ -54,7 +54,7 @@ const newTag = (): string => randomBytes(6).toString('hex');
 export const TAG_PATTERN = '[0-9a-f]{12}';
 
 /**
- * Writes the durable row of a post change inside the writing transaction (a PostChanges recorder).
+ * Writes the durable row of a post change inside the writing transaction (its PostChanges `inTransaction` work).
  *
  * Delivery follows commit order without a row every writer waits on (issue 45). On PostgreSQL the row takes its id
  * from a sequence and records its transaction's id (`xid`, pg_current_xact_id(), both column defaults). Readers take

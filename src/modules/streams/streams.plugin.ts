@@ -203,8 +203,10 @@ export default fp(
     app.decorate('streamSeats', seats);
     app.decorate('anonymousStreams', poolSeats(anonymousStreamMax(config.streamMax)));
 
-    app.postChanges.addRecorder(async (tx, change) => {
-      await recordStreamEvent(tx, change);
+    app.postChanges.subscribe({
+      inTransaction: async (tx, change) => {
+        await recordStreamEvent(tx, change);
+      },
     });
     // Other processes hear of a commit after it, through Redis or a NOTIFY sent from the pool (never from inside the
     // write: see afterCommitNotifier).
@@ -212,10 +214,12 @@ export default fp(
       app.store.dialect === 'postgres' && config.redisUrl === undefined
         ? afterCommitNotifier(app.store.db, EVENTS_CHANNEL, (error) => app.log.warn({ err: error }, 'event stream NOTIFY failed'))
         : undefined;
-    app.postChanges.subscribe(() => {
-      hub.kick();
-      wakeup?.publish();
-      notifier?.notify();
+    app.postChanges.subscribe({
+      afterCommit: () => {
+        hub.kick();
+        wakeup?.publish();
+        notifier?.notify();
+      },
     });
 
     let listener: Listener | undefined;

@@ -7,6 +7,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
 import { backend, testDatabaseName } from '../../../test/helpers/database.js';
 import { createAdmin, signUp } from '../../../test/helpers/factories.js';
+import { deleteAllUsers, deleteUser } from '../users/users.service.js';
 import { purgeEvents, START } from './events.js';
 import { MAX_BACKLOG_BYTES, type Subscriber } from './hub.js';
 
@@ -126,6 +127,20 @@ describe('stream event log', () => {
     expect((await events(app)).map((e) => e.id)).toEqual([ids[3]]);
   });
 
+  // Every transaction records post changes (Tx.recordPostChange): a caller of the service cannot leave them out.
+  it('deleting users through the services alone records their posts as deleted', async () => {
+    const app = await buildTestApp();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    for (const user of [ann, bob]) {
+      expect((await call(app, 'POST', `/users/${user.id}/posts`, { token: user.token, body: { title: 't', content: 'c' } })).statusCode).toBe(201);
+    }
+    expect(await deleteUser(app.store, ann.id)).toBe(true);
+    expect((await events(app)).map((e) => e.kind)).toEqual(['created', 'created', 'deleted']);
+    expect(await deleteAllUsers(app.store)).toBe(1);
+    expect((await events(app)).map((e) => e.kind)).toEqual(['created', 'created', 'deleted', 'deleted']);
+  });
+
   // SQLite gives the counter's id back; PostgreSQL's sequence does not, which nothing minds (no reader counts ids).
   it('a write that rolls back leaves no event', async () => {
     const app = await buildTestApp();
@@ -141,13 +156,13 @@ describe('stream event log', () => {
     await expect(
       app.store.transaction(async (tx) => {
         const row = await tx.db.insertInto('posts').values(post).returningAll().executeTakeFirstOrThrow();
-        await app.postChanges.record(tx, { kind: 'created', post: row });
+        await tx.recordPostChange({ kind: 'created', post: row });
         throw new Error('rolled back');
       }),
     ).rejects.toThrow('rolled back');
     expect(await events(app)).toEqual([]);
     const row = await write(app, async (db) => db.insertInto('posts').values(post).returningAll().executeTakeFirstOrThrow());
-    await app.store.transaction((tx) => app.postChanges.record(tx, { kind: 'created', post: row }));
+    await app.store.transaction((tx) => tx.recordPostChange({ kind: 'created', post: row }));
     expect((await events(app)).map((e) => e.id)).toEqual([app.store.dialect === 'postgres' ? 2 : 1]);
   });
 
@@ -198,7 +213,7 @@ describe('stream event log', () => {
         .values({ owner_id: ann.id, title: 'first', content: 'c', visibility: 'public', created_at: now, updated_at: now })
         .returningAll()
         .executeTakeFirstOrThrow();
-      await app.postChanges.record(tx, { kind: 'created', post: row });
+      await tx.recordPostChange({ kind: 'created', post: row });
       recorded();
       await open;
       return row;

@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { bodyTag, ifMatch, tagOf } from '../../shared/conditional.js';
-import { answerCreated } from '../../plugins/idempotency/index.js';
+import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage, textKeysetPage } from '../../shared/pagination.js';
 import { hashPassword, verifyPassword } from '../../shared/passwords.js';
@@ -51,13 +51,15 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { rateLimitPolicy: 'auth', idempotent: true },
     },
     async (request, reply) => {
-      await createUser(app.store, request.body, passwordHashMemoryKib, async (tx, id) => {
+      const { username, password, displayName, bio } = request.body;
+      const passwordHash = await hashPassword(password, passwordHashMemoryKib);
+      return writeCreated(reply, async (tx) => {
+        const id = await createUser(tx, { username, passwordHash, displayName, bio });
         // Read back as the public sees it: a new user has no posts, hidden or not.
         const row = await createUsersRepository(tx.db).findById(id, undefined);
         if (!row) throw AppError.notFound('user');
-        answerCreated(tx, reply, { location: app.links.url(`/users/${id}`), body: toUser(row, app.links) });
+        return { location: app.links.url(`/users/${id}`), body: toUser(row, app.links) };
       });
-      return reply;
     },
   );
 
@@ -120,7 +122,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const caller = await app.auth.required(request);
       if (caller.role !== 'admin') throw AppError.forbidden('Only an admin may remove all users');
-      return { deleted: await deleteAllUsers(app.store, app.postChanges) };
+      return { deleted: await deleteAllUsers(app.store) };
     },
   );
 
@@ -257,7 +259,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         if (!(await users.exists(id, caller))) throw AppError.badRequest('user_id', 'names no user');
         throw AppError.forbidden('Only the user or an admin may delete this user');
       }
-      if (!(await deleteUser(app.store, id, { ifMatch: userPrecondition(request, reply, id, caller), changes: app.postChanges }))) {
+      if (!(await deleteUser(app.store, id, { ifMatch: userPrecondition(request, reply, id, caller) }))) {
         throw AppError.badRequest('user_id', 'names no user');
       }
       return { deleted: 1 };

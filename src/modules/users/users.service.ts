@@ -4,7 +4,7 @@ import type { Role } from '../../db/types.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { hashPassword } from '../../shared/passwords.js';
-import type { DeletedAccount, PostChanges } from '../../shared/post-changes.js';
+import type { DeletedAccount } from '../../shared/post-changes.js';
 import { removeAccountNotifications } from '../notifications/notifications.service.js';
 import { suspendedAmong } from '../suspensions/suspensions.repository.js';
 import { moveShare } from '../suspensions/suspensions.service.js';
@@ -12,30 +12,23 @@ import { createTokensRepository } from '../tokens/tokens.repository.js';
 import { createUsersRepository } from './users.repository.js';
 
 /**
- * Creates a user and answers its id; a username taken in any letter case is a 409 naming `username`.
- * `withinTransaction` runs last inside the create's transaction (an idempotent create keeps its answer there).
+ * Creates a user inside the caller's transaction and answers its id; a username taken in any letter case is a 409
+ * naming `username`. The password comes hashed (`hashPassword`): a slow hash, computed before the transaction.
  */
 export async function createUser(
-  store: Store,
-  input: { username: string; password: string; displayName?: string; bio?: string; role?: Role },
-  passwordHashMemoryKib: number,
-  withinTransaction?: (tx: Tx, id: number) => Promise<void>,
+  tx: Tx,
+  input: { username: string; passwordHash: string; displayName?: string; bio?: string; role?: Role },
 ): Promise<number> {
   const now = new Date().toISOString();
-  const passwordHash = await hashPassword(input.password, passwordHashMemoryKib);
   try {
-    return await store.transaction(async (tx) => {
-      const id = await createUsersRepository(tx.db).insert({
-        username: input.username,
-        display_name: input.displayName ?? '',
-        bio: input.bio ?? '',
-        role: input.role ?? 'member',
-        password_hash: passwordHash,
-        created_at: now,
-        updated_at: now,
-      });
-      await withinTransaction?.(tx, id);
-      return id;
+    return await createUsersRepository(tx.db).insert({
+      username: input.username,
+      display_name: input.displayName ?? '',
+      bio: input.bio ?? '',
+      role: input.role ?? 'member',
+      password_hash: input.passwordHash,
+      created_at: now,
+      updated_at: now,
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw AppError.conflict('username', 'is already taken');
@@ -99,7 +92,7 @@ export async function changePassword(store: Store, id: number, keepTokenId: numb
 export async function deleteUser(
   store: Store,
   id: number,
-  options: { ifMatch?: Precondition; changes?: PostChanges } = {},
+  options: { ifMatch?: Precondition } = {},
 ): Promise<boolean> {
   return store.transaction(async (tx) => {
     const { db } = tx;
@@ -115,12 +108,10 @@ export async function deleteUser(
     await removeAccountNotifications(tx, id); // notifications (CONTRACT §10), before the post stream's events
     // The user's posts go with the cascade: live streams hear of each as deleted, like a DELETE /posts/{id}, by
     // who could see it before this transaction (its follows go with it: see DeletedAccount).
-    if (options.changes) {
-      const posts = await repository.postsOf(id);
-      if (posts.length > 0) {
-        const account: DeletedAccount = { followers: await repository.followerIds(id) };
-        for (const post of posts) await options.changes.record(tx, { kind: 'deleted', post, account });
-      }
+    const posts = await repository.postsOf(id);
+    if (posts.length > 0) {
+      const account: DeletedAccount = { followers: await repository.followerIds(id) };
+      for (const post of posts) await tx.recordPostChange({ kind: 'deleted', post, account });
     }
     await repository.remove(id);
     return true;
@@ -133,26 +124,24 @@ export async function deleteUser(
  * were. Posts are read in pages of `DELETED_POSTS_PAGE`; each change is kept in memory until the commit, when the
  * streams hear of it, so this is sized for an admin's reset, not for wiping millions of posts at once.
  */
-export async function deleteAllUsers(store: Store, changes?: PostChanges): Promise<number> {
+export async function deleteAllUsers(store: Store): Promise<number> {
   return store.transaction(async (tx) => {
     const repository = createUsersRepository(tx.db);
     await removeAccountNotifications(tx); // notifications (CONTRACT §10), before the post stream's events
-    if (changes) {
-      const accounts = new Map<number, DeletedAccount & { followers: number[] }>();
-      const accountOf = (owner: number) => {
-        let account = accounts.get(owner);
-        if (!account) accounts.set(owner, (account = { followers: [] }));
-        return account;
-      };
-      for (const follow of await repository.allFollows()) {
-        accountOf(Number(follow.followee_id)).followers.push(Number(follow.follower_id));
-      }
-      for (let after = 0; ; ) {
-        const posts = await repository.postsAfter(after, DELETED_POSTS_PAGE);
-        for (const post of posts) await changes.record(tx, { kind: 'deleted', post, account: accountOf(Number(post.owner_id)) });
-        if (posts.length < DELETED_POSTS_PAGE) break;
-        after = Number(posts[posts.length - 1]!.id);
-      }
+    const accounts = new Map<number, DeletedAccount & { followers: number[] }>();
+    const accountOf = (owner: number) => {
+      let account = accounts.get(owner);
+      if (!account) accounts.set(owner, (account = { followers: [] }));
+      return account;
+    };
+    for (const follow of await repository.allFollows()) {
+      accountOf(Number(follow.followee_id)).followers.push(Number(follow.follower_id));
+    }
+    for (let after = 0; ; ) {
+      const posts = await repository.postsAfter(after, DELETED_POSTS_PAGE);
+      for (const post of posts) await tx.recordPostChange({ kind: 'deleted', post, account: accountOf(Number(post.owner_id)) });
+      if (posts.length < DELETED_POSTS_PAGE) break;
+      after = Number(posts[posts.length - 1]!.id);
     }
     return repository.removeAll();
   });
@@ -182,7 +171,8 @@ export async function ensureAdmin(
   }
   if (password === undefined) throw new Error(`user "${username}" does not exist; a password is needed to create it`);
   try {
-    await createUser(store, { username, password, role: 'admin' }, passwordHashMemoryKib);
+    const passwordHash = await hashPassword(password, passwordHashMemoryKib);
+    await store.transaction((tx) => createUser(tx, { username, passwordHash, role: 'admin' }));
     return 'created';
   } catch (error) {
     // Two processes bootstrapping at once: the other one created it.

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest, onSendAsyncHookHandler, preHandlerAsyncHookHandler, preValidationAsyncHookHandler } from 'fastify';
-import type { Store, Tx } from '../../db/store.js';
+import type { Store, Work } from '../../db/store.js';
 import { entityTag } from '../../shared/conditional.js';
 import { AppError } from '../../shared/errors.js';
 import { idempotencyKeys, type KeptAnswer, type KeyRow, type KeyScope } from './idempotency.repository.js';
@@ -15,7 +15,7 @@ import { fingerprint, parseIdempotencyKey } from './key.js';
  * true`), refused (422: the key came with another body; 409: its first request is still running), or run.
  *
  * The answer is kept in the database, written once the request has one, with no row for the key before then:
- * - the handler settles its 201 inside the create's own transaction (`answerCreated`): a crash leaves both the new
+ * - a create's 201 is kept inside the create's own transaction (`writeCreated`): a crash leaves both the new
  *   resource and its kept answer, or neither, and nothing that would hold the key after a crash;
  * - any other answer is settled as it is sent (onSend). 4xx answers are kept too, as the draft keeps the first
  *   answer whatever it is: a retry gets the same 403, 404 or 409 instead of a different outcome later. Except 401
@@ -118,36 +118,39 @@ export interface Created {
 }
 
 /**
- * Settles a create's answer inside its transaction, once the resource exists: sets 201, `Location` and `ETag` and
- * serializes `created.body` with the route's own serializer (the bytes kept are the bytes sent). With an
- * Idempotency-Key, a before-commit step keeps that answer in the same transaction, so a crash leaves both the
- * resource and its kept answer or neither; when another process kept an answer for the key meanwhile, the create
- * rolls back with a 409. The answer is sent once the transaction has committed: the handler returns `reply`.
+ * Runs a create as one unit of work and answers its 201. `work` writes (services take its `tx`) and returns what
+ * to answer; it throws to answer otherwise, which rolls the create back. Once it has returned, still inside the
+ * transaction, the answer is serialized with the route's own serializer (the bytes kept are the bytes sent) and,
+ * with an Idempotency-Key, a before-commit step keeps it, so a crash leaves both the resource and its kept answer
+ * or neither; when another process kept an answer for the key meanwhile, the create rolls back with a 409. The
+ * answer is sent once the transaction has committed: the handler returns what this answers.
  */
-export function answerCreated(tx: Tx, reply: FastifyReply, created: Created): void {
-  // The status first: the route's serializer is the one of its 201. Location and ETag are set once committed, so
-  // that an error answer (the transaction failed after this) does not carry them.
-  const body = reply.code(201).serialize(created.body);
-  if (typeof body !== 'string') throw new Error('the JSON serializer answered bytes, not text');
-  const etag = created.etag ?? entityTag(body);
+export async function writeCreated(reply: FastifyReply, work: Work<Created>): Promise<FastifyReply> {
   const request = reply.request;
   const state = request.idempotency;
-  if (state?.running) {
-    const { scope, startedAt } = state.running;
-    const answer: KeptAnswer = { status: 201, contentType: JSON_TYPE, location: created.location, etag, body };
-    tx.beforeCommit(async () => {
-      const expiresAt = iso(Date.now() + request.server.config.idempotencyTtlSeconds * 1000);
-      if (await idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, expiresAt)) return;
-      // Another process kept an answer for the key while this one ran (on PostgreSQL this statement waited for its
-      // commit): this create rolls back, and the answer becomes that one's replay (settle).
-      state.lost = true;
-      throw stillRunning();
-    });
-    tx.afterCommit(() => {
-      state.settled = true;
-    });
-  }
-  tx.afterCommit(() => void reply.code(201).header('location', created.location).header('etag', etag).type(JSON_TYPE).send(body));
+  const { location, etag, body } = await request.server.store.transaction(async (tx) => {
+    const created = await work(tx);
+    // The status first: the route's serializer is the one of its 201. Location and ETag are set once committed, so
+    // that an error answer (the transaction failed after this) does not carry them.
+    const body = reply.code(201).serialize(created.body);
+    if (typeof body !== 'string') throw new Error('the JSON serializer answered bytes, not text');
+    const etag = created.etag ?? entityTag(body);
+    if (state?.running) {
+      const { scope, startedAt } = state.running;
+      const answer: KeptAnswer = { status: 201, contentType: JSON_TYPE, location: created.location, etag, body };
+      tx.beforeCommit(async () => {
+        const expiresAt = iso(Date.now() + request.server.config.idempotencyTtlSeconds * 1000);
+        if (await idempotencyKeys.keep(tx, scope, state.fingerprint, answer, startedAt, expiresAt)) return;
+        // Another process kept an answer for the key while this one ran (on PostgreSQL this statement waited for
+        // its commit): this create rolls back, and the answer becomes that one's replay (settle).
+        state.lost = true;
+        throw stillRunning();
+      });
+    }
+    return { location: created.location, etag, body };
+  });
+  if (state?.running) state.settled = true;
+  return reply.code(201).header('location', location).header('etag', etag).type(JSON_TYPE).send(body);
 }
 
 /** The secret that keys body fingerprints, shared by every process on the database (like the cursor secret). */
