@@ -62,6 +62,11 @@ export function createFollowersRepository(db: Kysely<Database>) {
       return row !== undefined;
     },
 
+    /** The follower's user row as `viewer` sees it, counters included (a new follow answers it). */
+    followerRow(followerId: number, viewer: Viewer): Promise<PublicUserRow> {
+      return db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
+    },
+
     /** Throws the driver's unique violation when the relation exists, its foreign key violation when a user is gone. */
     async insert(followeeId: number, followerId: number, now: string): Promise<void> {
       await db.insertInto('follows').values({ follower_id: followerId, followee_id: followeeId, created_at: now }).execute();

@@ -2,7 +2,7 @@ import type { Store, Tx } from '../../db/store.js';
 import { constraintKind } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { PROBLEM_TYPES } from '../../shared/problems.js';
-import { USER_COLUMNS, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import type { PublicUserRow, Viewer } from '../../shared/visibility.js';
 import { notifyFollow, unnotifyFollow } from '../notifications/notifications.service.js';
 import { blockBetween } from '../blocks/blocks.repository.js';
 import { suspendedAmong } from '../suspensions/suspensions.repository.js';
@@ -32,7 +32,7 @@ export async function follow(tx: Tx, followeeId: number, followerId: number, vie
     await follows.adjustCounts(followeeId, followerId, 1, await suspendedAmong(tx.db, [followeeId, followerId]));
     await follows.queueBackfill(followeeId, followerId);
     await notifyFollow(tx, followerId, followeeId); // notifications (CONTRACT §10)
-    return await tx.db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
+    return await follows.followerRow(followerId, viewer);
   } catch (error) {
     switch (constraintKind(error)) {
       case 'unique':

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database, NotificationRow, NotificationType, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { actorHeardBy, visibleTo } from '../../shared/visibility.js';
+import { actorHeardBy, mayBeTold, visibleTo } from '../../shared/visibility.js';
 
 /** Whose notifications are read: the recipient (with their role, which decides what posts they may see). */
 export interface Recipient {
@@ -161,6 +161,59 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .where('type', '=', where.type);
       if (where.postId !== undefined) query = query.where('post_id', '=', where.postId);
       await query.execute();
+    },
+
+    /** The ids of the users whose username keys are among `names`, by key: one statement for all the names. */
+    async usersByKey(names: readonly string[]): Promise<Map<string, number>> {
+      const rows = await db.selectFrom('users').select(['id', 'username_key']).where('username_key', 'in', names).execute();
+      return new Map(rows.map((row) => [row.username_key, Number(row.id)]));
+    },
+
+    /**
+     * Of the users named (by username key) or given (by id) in `who`, those who may be told about the post now, as
+     * `actorId`'s doing (`mayBeTold`): one statement for all of them; no order.
+     */
+    mayBeTold(postId: number, actorId: number, who: { names: readonly string[] } | { ids: readonly number[] }): Promise<Array<{ id: number; username_key: string }>> {
+      let query = db.selectFrom(['users', 'posts']).select(['users.id', 'users.username_key']).where('posts.id', '=', postId).where(mayBeTold(actorId));
+      query = 'names' in who ? query.where('users.username_key', 'in', who.names) : query.where('users.id', 'in', who.ids);
+      return query.execute();
+    },
+
+    /** Which of `recipients` must not hear of `actorId`: a block either way, or they mute the actor (one statement). */
+    async shutOut(actorId: number, recipients: readonly number[]): Promise<Set<number>> {
+      const shut = await db
+        .selectFrom('blocks')
+        .select('blocks.blocked_id as id')
+        .where('blocks.blocker_id', '=', actorId)
+        .where('blocks.blocked_id', 'in', recipients)
+        .unionAll(db.selectFrom('blocks').select('blocks.blocker_id as id').where('blocks.blocked_id', '=', actorId).where('blocks.blocker_id', 'in', recipients))
+        .unionAll(db.selectFrom('mutes').select('mutes.muter_id as id').where('mutes.muted_id', '=', actorId).where('mutes.muter_id', 'in', recipients))
+        .execute();
+      return new Set(shut.map((row) => Number(row.id)));
+    },
+
+    /** The post's owner, with their username key; undefined when the post is gone. */
+    async ownerOf(postId: number): Promise<{ id: number; key: string } | undefined> {
+      const row = await db
+        .selectFrom('posts')
+        .innerJoin('users', 'users.id', 'posts.owner_id')
+        .select(['users.id', 'users.username_key'])
+        .where('posts.id', '=', postId)
+        .executeTakeFirst();
+      return row && { id: Number(row.id), key: row.username_key };
+    },
+
+    /** Removes what an account's deletion takes (removeAccountNotifications); no `userId`: every notification. */
+    async removeAccount(userId?: number): Promise<void> {
+      const all = db.deleteFrom('notifications');
+      if (userId === undefined) {
+        await all.execute();
+        return;
+      }
+      // Three statements, each over its own index (one OR would be a scan of the table on PostgreSQL).
+      await all.where('recipient_id', '=', userId).execute();
+      await all.where('actor_id', '=', userId).execute();
+      await all.where('post_id', 'in', (eb) => eb.selectFrom('posts').select('posts.id').where('posts.owner_id', '=', userId)).execute();
     },
   };
 }

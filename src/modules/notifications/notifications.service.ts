@@ -1,7 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Tx } from '../../db/store.js';
 import type { Database, NotificationType, PostRow, ReplyRow } from '../../db/types.js';
-import { mayBeTold } from '../../shared/visibility.js';
 import { usernameKey } from '../users/users.repository.js';
 import { createNotificationsRepository } from './notifications.repository.js';
 
@@ -42,8 +41,7 @@ export function mentionedNames(...texts: string[]): string[] {
 /** The ids of the users the first MAX_MENTIONS names that name users name, in that order: one statement for all the names. */
 async function mentionedUsers(db: Kysely<Database>, names: readonly string[]): Promise<number[]> {
   if (names.length === 0) return [];
-  const rows = await db.selectFrom('users').select(['id', 'username_key']).where('username_key', 'in', names).execute();
-  const byName = new Map(rows.map((row) => [row.username_key, Number(row.id)]));
+  const byName = await createNotificationsRepository(db).usersByKey(names);
   return names.flatMap((name) => byName.get(name) ?? []).slice(0, MAX_MENTIONS);
 }
 
@@ -55,9 +53,7 @@ async function mentionedUsers(db: Kysely<Database>, names: readonly string[]): P
 async function mayBeToldAmong(db: Kysely<Database>, postId: number, actorId: number, who: { names: readonly string[] } | { ids: readonly number[] }): Promise<number[]> {
   const order = 'names' in who ? who.names : who.ids;
   if (order.length === 0) return [];
-  let query = db.selectFrom(['users', 'posts']).select(['users.id', 'users.username_key']).where('posts.id', '=', postId).where(mayBeTold(actorId));
-  query = 'names' in who ? query.where('users.username_key', 'in', who.names) : query.where('users.id', 'in', who.ids);
-  const rows = await query.execute();
+  const rows = await createNotificationsRepository(db).mayBeTold(postId, actorId, who);
   const found = new Map(rows.map((row) => ['names' in who ? row.username_key : Number(row.id), Number(row.id)] as const));
   return order.flatMap((key) => found.get(key) ?? []);
 }
@@ -68,27 +64,8 @@ async function mayBeToldAmong(db: Kysely<Database>, postId: number, actorId: num
  */
 async function hearers(db: Kysely<Database>, actorId: number, recipients: readonly number[]): Promise<Set<number>> {
   if (recipients.length === 0) return new Set();
-  const shut = await db
-    .selectFrom('blocks')
-    .select('blocks.blocked_id as id')
-    .where('blocks.blocker_id', '=', actorId)
-    .where('blocks.blocked_id', 'in', recipients)
-    .unionAll(db.selectFrom('blocks').select('blocks.blocker_id as id').where('blocks.blocked_id', '=', actorId).where('blocks.blocker_id', 'in', recipients))
-    .unionAll(db.selectFrom('mutes').select('mutes.muter_id as id').where('mutes.muted_id', '=', actorId).where('mutes.muter_id', 'in', recipients))
-    .execute();
-  const out = new Set(shut.map((row) => Number(row.id)));
+  const out = await createNotificationsRepository(db).shutOut(actorId, recipients);
   return new Set(recipients.filter((id) => !out.has(id)));
-}
-
-/** The post's owner, with their username key; undefined when the post is gone. */
-async function ownerOf(db: Kysely<Database>, postId: number): Promise<{ id: number; key: string } | undefined> {
-  const row = await db
-    .selectFrom('posts')
-    .innerJoin('users', 'users.id', 'posts.owner_id')
-    .select(['users.id', 'users.username_key'])
-    .where('posts.id', '=', postId)
-    .executeTakeFirst();
-  return row && { id: Number(row.id), key: row.username_key };
 }
 
 /**
@@ -149,14 +126,14 @@ export async function unnotifyFollow(tx: Tx, followerId: number, followeeId: num
 
 /** `userId` recommended the post: its owner is told, unless it is their own. */
 export async function notifyRecommend(tx: Tx, userId: number, postId: number): Promise<void> {
-  const owner = await ownerOf(tx.db, postId);
+  const owner = await createNotificationsRepository(tx.db).ownerOf(postId);
   if (!owner || owner.id === userId) return;
   if ((await mayBeToldAmong(tx.db, postId, userId, { ids: [owner.id] })).length === 0) return;
   await createNotificationsRepository(tx.db).insert([{ recipient_id: owner.id, actor_id: userId, type: 'recommend', post_id: postId }]);
 }
 
 export async function unnotifyRecommend(tx: Tx, userId: number, postId: number): Promise<void> {
-  const owner = await ownerOf(tx.db, postId);
+  const owner = await createNotificationsRepository(tx.db).ownerOf(postId);
   if (!owner) return;
   await createNotificationsRepository(tx.db).remove({ type: 'recommend', recipientId: owner.id, actorId: userId, postId });
 }
@@ -166,7 +143,7 @@ export async function unnotifyRecommend(tx: Tx, userId: number, postId: number):
  * who is also mentioned gets the one `reply` only. Its deletion cascades both away.
  */
 export async function notifyReply(tx: Tx, reply: ReplyRow): Promise<void> {
-  const owner = await ownerOf(tx.db, reply.post_id);
+  const owner = await createNotificationsRepository(tx.db).ownerOf(reply.post_id);
   if (!owner) return;
   if (owner.id !== reply.author_id && (await mayBeToldAmong(tx.db, reply.post_id, reply.author_id, { ids: [owner.id] })).length > 0) {
     const row = { recipient_id: owner.id, actor_id: reply.author_id, type: 'reply' as NotificationType, post_id: reply.post_id, reply_id: reply.id };
@@ -177,7 +154,7 @@ export async function notifyReply(tx: Tx, reply: ReplyRow): Promise<void> {
 
 /** A reply's content was replaced: mentions added notify, mentions dropped lose their notification. */
 export async function replyEdited(tx: Tx, reply: ReplyRow): Promise<void> {
-  const owner = await ownerOf(tx.db, reply.post_id);
+  const owner = await createNotificationsRepository(tx.db).ownerOf(reply.post_id);
   if (!owner) return;
   await syncMentions(tx, { postId: reply.post_id, replyId: reply.id, authorId: reply.author_id, texts: [reply.content], exclude: owner.id, fresh: false });
 }
@@ -194,13 +171,5 @@ export async function postWritten(tx: Tx, post: PostRow, fresh: boolean): Promis
  * removes them. No `userId`: every account (DELETE /users).
  */
 export async function removeAccountNotifications(tx: Tx, userId?: number): Promise<void> {
-  const all = tx.db.deleteFrom('notifications');
-  if (userId === undefined) {
-    await all.execute();
-    return;
-  }
-  // Three statements, each over its own index (one OR would be a scan of the table on PostgreSQL).
-  await all.where('recipient_id', '=', userId).execute();
-  await all.where('actor_id', '=', userId).execute();
-  await all.where('post_id', 'in', (eb) => eb.selectFrom('posts').select('posts.id').where('posts.owner_id', '=', userId)).execute();
+  await createNotificationsRepository(tx.db).removeAccount(userId);
 }

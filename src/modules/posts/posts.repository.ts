@@ -90,6 +90,11 @@ export function createPostsRepository(db: Kysely<Database>) {
         .executeTakeFirstOrThrow();
     },
 
+    /** The post's whole row, as it is before an edit (the locked row: no visibility rule). */
+    find(id: number): Promise<PostRow | undefined> {
+      return db.selectFrom('posts').selectAll().where('id', '=', id).executeTakeFirst();
+    },
+
     update(id: number, values: { title: string; content: string; visibility: Visibility; updated_at: string }): Promise<PostRow | undefined> {
       return db.updateTable('posts').set(values).where('id', '=', id).returning(POST_COLUMNS).executeTakeFirst();
     },

@@ -45,7 +45,7 @@ export async function replacePost(
     if ((await tx.lockRows('posts', [current.id])).length === 0) return undefined;
     await options.ifMatch?.(tx.db);
     const posts = createPostsRepository(tx.db);
-    const previous = await tx.db.selectFrom('posts').selectAll().where('id', '=', current.id).executeTakeFirst();
+    const previous = await posts.find(current.id);
     if (!previous) return undefined;
     // Strictly later than the last write: see Precondition.
     const post = await posts.update(current.id, { ...input, updated_at: updatedAfter(previous.updated_at) });

@@ -25,12 +25,7 @@ import { createSuspensionsRepository } from './suspensions.repository.js';
  * queues behind this instead of deadlocking with it. False when the account does not exist.
  */
 async function lockAccount(tx: Tx, userId: number): Promise<boolean> {
-  const relations = await tx.db
-    .selectFrom('follows')
-    .select(['follower_id', 'followee_id'])
-    .where((eb) => eb.or([eb('follower_id', '=', userId), eb('followee_id', '=', userId)]))
-    .execute();
-  const others = relations.map((r) => (Number(r.follower_id) === userId ? Number(r.followee_id) : Number(r.follower_id)));
+  const others = await createSuspensionsRepository(tx.db).relatedUserIds(userId);
   return (await tx.lockRows('users', [userId, ...others])).includes(userId);
 }
 
@@ -39,45 +34,9 @@ async function lockAccount(tx: Tx, userId: number): Promise<boolean> {
  * account's row and those of its follow relations (lockAccount; users before posts, as every writer takes them).
  */
 export async function moveShare(tx: Tx, userId: number, delta: 1 | -1): Promise<void> {
-  const { db } = tx;
-  const touchedPosts = await db
-    .selectFrom('posts')
-    .select('posts.id')
-    .where((eb) =>
-      eb.or([
-        eb('posts.id', 'in', eb.selectFrom('replies').select('post_id').where('author_id', '=', userId)),
-        eb('posts.id', 'in', eb.selectFrom('recommends').select('post_id').where('user_id', '=', userId)),
-      ]),
-    )
-    .execute();
-  await tx.lockRows('posts', touchedPosts.map((p) => Number(p.id)));
-  const op = delta > 0 ? '+' : '-';
-  await db
-    .updateTable('users')
-    .set((eb) => ({ follower_count: eb('follower_count', op, 1) }))
-    .where('id', 'in', db.selectFrom('follows').select('followee_id').where('follower_id', '=', userId))
-    .execute();
-  await db
-    .updateTable('users')
-    .set((eb) => ({ following_count: eb('following_count', op, 1) }))
-    .where('id', 'in', db.selectFrom('follows').select('follower_id').where('followee_id', '=', userId))
-    .execute();
-  await db
-    .updateTable('posts')
-    .set((eb) => ({
-      reply_count: eb(
-        'reply_count',
-        op,
-        eb.selectFrom('replies').select(eb.fn.countAll<number>().as('n')).whereRef('replies.post_id', '=', 'posts.id').where('replies.author_id', '=', userId),
-      ),
-    }))
-    .where('id', 'in', db.selectFrom('replies').select('post_id').where('author_id', '=', userId))
-    .execute();
-  await db
-    .updateTable('posts')
-    .set((eb) => ({ recommend_count: eb('recommend_count', op, 1) }))
-    .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', userId))
-    .execute();
+  const suspensions = createSuspensionsRepository(tx.db);
+  await tx.lockRows('posts', await suspensions.touchedPostIds(userId));
+  await suspensions.moveShare(userId, delta);
 }
 
 export type SuspendResult = { outcome: 'suspended'; suspension: SuspensionRow } | { outcome: 'missing' } | { outcome: 'admin' };
@@ -89,18 +48,15 @@ export type SuspendResult = { outcome: 'suspended'; suspension: SuspensionRow } 
  */
 export async function suspend(store: Store, userId: number, reason: string): Promise<SuspendResult> {
   return store.transaction(async (tx) => {
-    const { db } = tx;
     if (!(await lockAccount(tx, userId))) return { outcome: 'missing' };
-    const user = await db.selectFrom('users').select('role').where('id', '=', userId).executeTakeFirstOrThrow();
-    if (user.role === 'admin') return { outcome: 'admin' };
+    const suspensions = createSuspensionsRepository(tx.db);
+    if ((await suspensions.roleOf(userId)) === 'admin') return { outcome: 'admin' };
     const now = new Date().toISOString();
-    const suspensions = createSuspensionsRepository(db);
     if (await suspensions.find(userId)) {
-      await db.updateTable('suspensions').set({ reason, updated_at: now }).where('user_id', '=', userId).execute();
+      await suspensions.updateReason(userId, reason, now);
     } else {
-      await db.insertInto('suspensions').values({ user_id: userId, reason, created_at: now, updated_at: now }).execute();
-      await db.updateTable('users').set((eb) => ({ password_version: eb('password_version', '+', 1) })).where('id', '=', userId).execute();
-      await db.deleteFrom('tokens').where('user_id', '=', userId).execute();
+      await suspensions.insert(userId, reason, now);
+      await suspensions.revokeTokens(userId);
       await moveShare(tx, userId, -1);
     }
     return { outcome: 'suspended', suspension: (await suspensions.find(userId))! };
@@ -111,8 +67,7 @@ export async function suspend(store: Store, userId: number, reason: string): Pro
 export async function lift(store: Store, userId: number): Promise<boolean> {
   return store.transaction(async (tx) => {
     if (!(await lockAccount(tx, userId))) return false;
-    const result = await tx.db.deleteFrom('suspensions').where('user_id', '=', userId).executeTakeFirst();
-    if (result.numDeletedRows === 0n) return false;
+    if (!(await createSuspensionsRepository(tx.db).remove(userId))) return false;
     await moveShare(tx, userId, 1);
     return true;
   });
