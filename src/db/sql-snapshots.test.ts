@@ -140,6 +140,7 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ...viewers().map(([name, viewer]): Call => [`listByOwner, ${name}`, () => posts.listByOwner(ids.alice, viewer, { limit: 20 })]),
       ['insert', () => undone((db) => createPostsRepository(db).insert({ owner_id: ids.bob, title: 't', content: 'c', visibility: 'public', created_at: NOW }))],
       ['update', () => undone((db) => createPostsRepository(db).update(ids.publicPost, { title: 't', content: 'c', visibility: 'followers', updated_at: LATER }))],
+      ['find', () => posts.find(ids.publicPost)],
       ['remove', () => undone((db) => createPostsRepository(db).remove(ids.publicPost))],
       ['countPost, public', () => undone((db) => createPostsRepository(db).countPost(ids.alice, 'public', 1))],
       ['countPost, private', () => undone((db) => createPostsRepository(db).countPost(ids.alice, 'private', -1))],
@@ -196,6 +197,7 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['listFollowing after a cursor, member', () => followers.listFollowing(ids.bob, member(), { limit: 20, after: 1 })],
       ['findFollower, member', () => followers.findFollower(ids.alice, ids.bob, member())],
       ['exists', () => followers.exists(ids.alice, ids.bob)],
+      ['followerRow, member', () => followers.followerRow(ids.bob, member())],
       ['insert', () => undone((db) => createFollowersRepository(db).insert(ids.carol, ids.alice, NOW))],
       ['remove', () => undone((db) => createFollowersRepository(db).remove(ids.alice, ids.bob))],
       ['adjustCounts', () => undone((db) => createFollowersRepository(db).adjustCounts(ids.alice, ids.bob, -1))],
@@ -234,6 +236,13 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['mentioned', () => notifications.mentioned(ids.publicPost, undefined)],
       ['removeMentions', () => undone((db) => createNotificationsRepository(db).removeMentions(ids.publicPost, undefined, [ids.bob]))],
       ['remove', () => undone((db) => createNotificationsRepository(db).remove({ type: 'follow', recipientId: ids.alice, actorId: ids.bob }))],
+      ['usersByKey', () => notifications.usersByKey(['alice', 'bob'])],
+      ['mayBeTold, by names', () => notifications.mayBeTold(ids.publicPost, ids.alice, { names: ['bob', 'carol'] })],
+      ['mayBeTold, by ids', () => notifications.mayBeTold(ids.publicPost, ids.alice, { ids: [ids.bob] })],
+      ['shutOut', () => notifications.shutOut(ids.bob, [ids.alice, ids.carol])],
+      ['ownerOf', () => notifications.ownerOf(ids.publicPost)],
+      ['removeAccount', () => undone((db) => createNotificationsRepository(db).removeAccount(ids.bob))],
+      ['removeAccount, every account', () => undone((db) => createNotificationsRepository(db).removeAccount())],
     ]);
     await expect(text).toMatchFileSnapshot(snapshot('notifications'));
   });

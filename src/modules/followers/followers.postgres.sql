@@ -113,6 +113,21 @@ select "follower_id"
   where "followee_id" = $1
   and "follower_id" = $2;
 
+-- followerRow, member
+select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", case when "users"."id" = $1 then "users"."post_count" when (exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = $2
+  and "blocks"."blocked_id" = "users"."id")
+  or exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = $3
+  and "blocks"."blocker_id" = "users"."id")) then 0 when exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "users"."id"
+  and "follows"."follower_id" = $4) then "users"."public_post_count" + "users"."followers_post_count" else "users"."public_post_count" end as "post_count"
+  from "users"
+  where "id" = $5;
+
 -- insert
 insert into "follows" ("follower_id", "followee_id", "created_at")
   values ($1, $2, $3);

@@ -240,3 +240,125 @@ delete
   where "actor_id" = $1
   and "recipient_id" = $2
   and "type" = $3;
+
+-- usersByKey
+select "id", "username_key"
+  from "users"
+  where "username_key" in ($1, $2);
+
+-- mayBeTold, by names
+select "users"."id", "users"."username_key"
+  from "users", "posts"
+  where "posts"."id" = $1
+  and ((("users"."block_count" = $2
+  or (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = $3
+  and "blocks"."blocked_id" = "users"."id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = $4
+  and "blocks"."blocker_id" = "users"."id")))
+  and ("users"."mute_count" = $5
+  or not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = "users"."id"
+  and "mutes"."muted_id" = $6)))
+  and ("users"."role" = $7
+  or (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and ("posts"."visibility" = $8
+  or "posts"."owner_id" = "users"."id"
+  or ("posts"."visibility" = $9
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = "users"."id")))
+  and ("users"."block_count" = $10
+  or (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = "users"."id"
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = "users"."id"
+  and "blocks"."blocker_id" = "posts"."owner_id"))))))
+  and "users"."username_key" in ($11, $12);
+
+-- mayBeTold, by ids
+select "users"."id", "users"."username_key"
+  from "users", "posts"
+  where "posts"."id" = $1
+  and ((("users"."block_count" = $2
+  or (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = $3
+  and "blocks"."blocked_id" = "users"."id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = $4
+  and "blocks"."blocker_id" = "users"."id")))
+  and ("users"."mute_count" = $5
+  or not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = "users"."id"
+  and "mutes"."muted_id" = $6)))
+  and ("users"."role" = $7
+  or (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and ("posts"."visibility" = $8
+  or "posts"."owner_id" = "users"."id"
+  or ("posts"."visibility" = $9
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = "users"."id")))
+  and ("users"."block_count" = $10
+  or (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = "users"."id"
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = "users"."id"
+  and "blocks"."blocker_id" = "posts"."owner_id"))))))
+  and "users"."id" in ($11);
+
+-- shutOut
+select "blocks"."blocked_id" as "id"
+  from "blocks"
+  where "blocks"."blocker_id" = $1
+  and "blocks"."blocked_id" in ($2, $3)
+  union all select "blocks"."blocker_id" as "id"
+  from "blocks"
+  where "blocks"."blocked_id" = $4
+  and "blocks"."blocker_id" in ($5, $6)
+  union all select "mutes"."muter_id" as "id"
+  from "mutes"
+  where "mutes"."muted_id" = $7
+  and "mutes"."muter_id" in ($8, $9);
+
+-- ownerOf
+select "users"."id", "users"."username_key"
+  from "posts"
+  inner join "users" on "users"."id" = "posts"."owner_id"
+  where "posts"."id" = $1;
+
+-- removeAccount
+delete
+  from "notifications"
+  where "recipient_id" = $1;
+delete
+  from "notifications"
+  where "actor_id" = $1;
+delete
+  from "notifications"
+  where "post_id" in (select "posts"."id"
+  from "posts"
+  where "posts"."owner_id" = $1);
+
+-- removeAccount, every account
+delete
+  from "notifications";

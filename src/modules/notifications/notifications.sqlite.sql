@@ -240,3 +240,125 @@ delete
   where "actor_id" = ?
   and "recipient_id" = ?
   and "type" = ?;
+
+-- usersByKey
+select "id", "username_key"
+  from "users"
+  where "username_key" in (?, ?);
+
+-- mayBeTold, by names
+select "users"."id", "users"."username_key"
+  from "users", "posts"
+  where "posts"."id" = ?
+  and ((("users"."block_count" = ?
+  or (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = ?
+  and "blocks"."blocked_id" = "users"."id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = ?
+  and "blocks"."blocker_id" = "users"."id")))
+  and ("users"."mute_count" = ?
+  or not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = "users"."id"
+  and "mutes"."muted_id" = ?)))
+  and ("users"."role" = ?
+  or (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and ("posts"."visibility" = ?
+  or "posts"."owner_id" = "users"."id"
+  or ("posts"."visibility" = ?
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = "users"."id")))
+  and ("users"."block_count" = ?
+  or (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = "users"."id"
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = "users"."id"
+  and "blocks"."blocker_id" = "posts"."owner_id"))))))
+  and "users"."username_key" in (?, ?);
+
+-- mayBeTold, by ids
+select "users"."id", "users"."username_key"
+  from "users", "posts"
+  where "posts"."id" = ?
+  and ((("users"."block_count" = ?
+  or (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = ?
+  and "blocks"."blocked_id" = "users"."id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = ?
+  and "blocks"."blocker_id" = "users"."id")))
+  and ("users"."mute_count" = ?
+  or not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = "users"."id"
+  and "mutes"."muted_id" = ?)))
+  and ("users"."role" = ?
+  or (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and ("posts"."visibility" = ?
+  or "posts"."owner_id" = "users"."id"
+  or ("posts"."visibility" = ?
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = "users"."id")))
+  and ("users"."block_count" = ?
+  or (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = "users"."id"
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = "users"."id"
+  and "blocks"."blocker_id" = "posts"."owner_id"))))))
+  and "users"."id" in (?);
+
+-- shutOut
+select "blocks"."blocked_id" as "id"
+  from "blocks"
+  where "blocks"."blocker_id" = ?
+  and "blocks"."blocked_id" in (?, ?)
+  union all select "blocks"."blocker_id" as "id"
+  from "blocks"
+  where "blocks"."blocked_id" = ?
+  and "blocks"."blocker_id" in (?, ?)
+  union all select "mutes"."muter_id" as "id"
+  from "mutes"
+  where "mutes"."muted_id" = ?
+  and "mutes"."muter_id" in (?, ?);
+
+-- ownerOf
+select "users"."id", "users"."username_key"
+  from "posts"
+  inner join "users" on "users"."id" = "posts"."owner_id"
+  where "posts"."id" = ?;
+
+-- removeAccount
+delete
+  from "notifications"
+  where "recipient_id" = ?;
+delete
+  from "notifications"
+  where "actor_id" = ?;
+delete
+  from "notifications"
+  where "post_id" in (select "posts"."id"
+  from "posts"
+  where "posts"."owner_id" = ?);
+
+-- removeAccount, every account
+delete
+  from "notifications";

@@ -264,6 +264,11 @@ update "posts"
   where "id" = $5
   returning "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at";
 
+-- find
+select *
+  from "posts"
+  where "id" = $1;
+
 -- remove
 delete
   from "posts"

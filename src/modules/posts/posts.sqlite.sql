@@ -264,6 +264,11 @@ update "posts"
   where "id" = ?
   returning "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at";
 
+-- find
+select *
+  from "posts"
+  where "id" = ?;
+
 -- remove
 delete
   from "posts"
