@@ -24,21 +24,23 @@ async function appLoggingAt(level: string, overrides: Partial<Config> = {}): Pro
   });
   const { store, drop } = await freshDatabase();
   const app = await buildApp(testConfig(overrides), { store, logger: createLogger(loggerOptions({ logLevel: level }), stream) });
-  app.get('/test/boom', () => {
+  // Test-only routes, outside the document (route-docs requires responses() of every documented route).
+  const hidden = { schema: { hide: true } };
+  app.get('/test/boom', hidden, () => {
     throw new Error('boom');
   });
-  app.get('/test/twice', (_request, reply) => {
+  app.get('/test/twice', hidden, (_request, reply) => {
     void reply.send({ first: true });
     void reply.send({ second: true });
     return reply;
   });
-  app.get('/test/refuse', () => {
+  app.get('/test/refuse', hidden, () => {
     throw new AppError(503, 'Too many open event streams on this server; retry later', undefined, { 'retry-after': '5' });
   });
-  app.get('/test/unavailable', () => {
+  app.get('/test/unavailable', hidden, () => {
     throw new DatabaseUnavailableError('could not connect to PostgreSQL', { cause: new Error('connect ECONNREFUSED 127.0.0.1:5432') });
   });
-  app.get('/test/child', (request) => {
+  app.get('/test/child', hidden, (request) => {
     request.log.child({ step: 'lookup' }).warn('slow step');
     return { ok: true };
   });
