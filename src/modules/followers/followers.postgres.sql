@@ -152,16 +152,10 @@ insert into "feed_backfill" ("user_id", "owner_id")
   on conflict do nothing;
 
 -- removePostsFromFeed
-select "post_count"
-  from "users"
-  where "id" = $1;
 delete
   from "feed_entries"
   where "user_id" = $1
-  and "owner_id" = $2
-  and "post_id" in (select "id"
-  from "posts"
-  where "owner_id" = $3);
+  and "owner_id" = $2;
 delete
   from "feed_backfill"
   where "user_id" = $1

@@ -106,23 +106,12 @@ export function createFollowersRepository(db: Kysely<Database>) {
       await db.insertInto('feed_backfill').values({ user_id: followerId, owner_id: followeeId }).onConflict((oc) => oc.doNothing()).execute();
     },
 
-    /**
-     * Drops every post of `followeeId` from the home feed of `followerId`, written or still to be written. The feed's
-     * key (user_id, post_id) has no owner, so `owner_id = ?` alone walks the follower's whole feed: ~30,000 rows a
-     * block in the bench's `block` scenario (bench/README.md). For a followee with at most `PROBED_POSTS` posts the
-     * delete looks up one key per post of theirs instead; past that, the walk is bounded by the feed, not the posts.
-     */
+    /** Drops every post of `followeeId` from the home feed of `followerId`, written or still to be written. */
     async removePostsFromFeed(followeeId: number, followerId: number): Promise<void> {
-      const followee = await db.selectFrom('users').select('post_count').where('id', '=', followeeId).executeTakeFirst();
-      const entries = db.deleteFrom('feed_entries').where('user_id', '=', followerId).where('owner_id', '=', followeeId);
-      const few = Number(followee?.post_count ?? 0) <= PROBED_POSTS;
-      await (few ? entries.where('post_id', 'in', db.selectFrom('posts').select('id').where('owner_id', '=', followeeId)) : entries).execute();
+      await db.deleteFrom('feed_entries').where('user_id', '=', followerId).where('owner_id', '=', followeeId).execute();
       await db.deleteFrom('feed_backfill').where('user_id', '=', followerId).where('owner_id', '=', followeeId).execute();
     },
   };
 }
-
-/** Up to this many posts, a followee's feed entries are deleted by key, one post at a time (removePostsFromFeed). */
-const PROBED_POSTS = 1000;
 
 export type FollowersRepository = ReturnType<typeof createFollowersRepository>;

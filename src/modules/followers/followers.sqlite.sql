@@ -152,16 +152,10 @@ insert into "feed_backfill" ("user_id", "owner_id")
   on conflict do nothing;
 
 -- removePostsFromFeed
-select "post_count"
-  from "users"
-  where "id" = ?;
 delete
   from "feed_entries"
   where "user_id" = ?
-  and "owner_id" = ?
-  and "post_id" in (select "id"
-  from "posts"
-  where "owner_id" = ?);
+  and "owner_id" = ?;
 delete
   from "feed_backfill"
   where "user_id" = ?
