@@ -1,7 +1,6 @@
-import { sql, type Kysely, type SqlBool } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database, NewUserRow, PostRow, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { isPostgres } from '../../db/search-sql.js';
 import { userSearchWords, userWords } from '../search/search.text.js';
 import { POST_COLUMNS, USER_COLUMNS, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
@@ -42,7 +41,41 @@ export function createUsersRepository(db: Kysely<Database>) {
   const blockedBy = (id: number) => db.selectFrom('blocks').select('blocked_id as other').where('blocker_id', '=', id);
   const mutersOf = (id: number) => db.selectFrom('mutes').select('muter_id as other').where('muted_id', '=', id);
 
+  /**
+   * The statement of GET /users?q= (exposed so that a test can EXPLAIN exactly what the route runs). One
+   * statement: the longest query word's rows of `user_words` (`word = w`: the users with a word starting with `w`),
+   * one range of its primary key already in username order, walked past the cursor, each joined to its user by key
+   * and filtered by the other words (`search_words`); the LIMIT stops the walk at the page's end. A page costs its
+   * rows, for a name few users have as for a prefix thousands share; two short words shared by many users but
+   * rarely together walk the driving word's range until the page fills. One statement rather than the index's
+   * batch and then its users by a list of ids: a page's cost is mostly per statement (bench/README.md).
+   */
+  function searchByNameQuery(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }) {
+    const driver = words.reduce((longest, word) => ([...word].length > [...longest].length ? word : longest));
+    const key = [...driver].slice(0, USER_PREFIX_MAX).join('');
+    // The other words, and the driver itself when its lookup was only its start.
+    const others = words.filter((word) => word !== driver || key !== driver);
+    let query = db
+      .selectFrom('user_words')
+      .innerJoin('users', 'users.id', 'user_words.user_id')
+      .select(USER_COLUMNS)
+      .select(visiblePostCount(viewer))
+      .where('user_words.word', '=', key)
+      // A suspended account is found by admins only (CONTRACT §9); blocks do not hide profiles here (§11).
+      .where(userShownTo(viewer))
+      // The index's own order (its second column): the walk stops at the page's end, nothing is sorted.
+      .orderBy('user_words.username_key', 'asc')
+      .limit(pageLimit(options.limit));
+    if (options.after !== undefined) query = query.where('user_words.username_key', '>', options.after);
+    // One user by name: a point of the same range.
+    if (options.username !== undefined) query = query.where('user_words.username_key', '=', usernameKey(options.username));
+    if (others.length > 0) query = query.where((eb) => eb.and(others.map((word) => eb('users.search_words', 'like', `% ${word}%`))));
+    return query;
+  }
+
   return {
+    searchByNameQuery,
+
     /** The user as `viewer` may see them: a suspended account is missing to all but admins (CONTRACT §9). */
     findById(id: number, viewer: Viewer): Promise<PublicUserRow | undefined> {
       return db
@@ -100,46 +133,10 @@ export function createUsersRepository(db: Kysely<Database>) {
     /**
      * GET /users?q= (CONTRACT §11): the users each of whose `words` (search.query.ts) starts a word of their
      * username or display name, in lower-cased username order, `limit + 1` rows after `after` (a username_key).
-     *
-     * The longest query word drives the page: its rows of `user_words` (`word = w`: the users with a word starting
-     * with `w`) are one range of the primary key in username order, read a batch at a time past the cursor without
-     * reading any user; only a batch's users are read, filtered by the other words (`search_words`). A page costs
-     * its rows, for a name few users have as for a prefix thousands share. Two short words shared by many users but
-     * rarely together read the driving word's range a batch at a time until the page fills.
+     * See `searchByNameQuery`.
      */
-    async searchByName(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }): Promise<PublicUserRow[]> {
-      const driver = words.reduce((longest, word) => ([...word].length > [...longest].length ? word : longest));
-      const key = [...driver].slice(0, USER_PREFIX_MAX).join('');
-      // The other words, and the driver itself when its lookup was only its start.
-      const others = words.filter((word) => word !== driver || key !== driver);
-      const wanted = options.limit + 1;
-      const batchSize = 2 * wanted;
-      const rows: PublicUserRow[] = [];
-      for (let after = options.after; rows.length < wanted; ) {
-        let batch = db
-          .selectFrom('user_words')
-          .select(['user_words.user_id', 'user_words.username_key'])
-          .where('user_words.word', '=', key)
-          .orderBy('user_words.username_key', 'asc')
-          .limit(sql.lit(batchSize));
-        if (after !== undefined) batch = batch.where('user_words.username_key', '>', after);
-        const found = await batch.execute();
-        if (found.length === 0) break;
-        const order = new Map(found.map((row, i) => [Number(row.user_id), i]));
-        let users = db
-          .selectFrom('users')
-          .select(USER_COLUMNS)
-          .select(visiblePostCount(viewer))
-          // A suspended account is found by admins only (CONTRACT §9); blocks do not hide profiles here (§11).
-          .where(userShownTo(viewer))
-          .where(isPostgres(db) ? sql<SqlBool>`users.id = any(${[...order.keys()]}::bigint[])` : sql<SqlBool>`users.id in (select value from json_each(${JSON.stringify([...order.keys()])}))`);
-        if (others.length > 0) users = users.where((eb) => eb.and(others.map((word) => eb('users.search_words', 'like', `% ${word}%`))));
-        if (options.username !== undefined) users = users.where('username_key', '=', usernameKey(options.username));
-        rows.push(...(await users.execute()).sort((a, b) => (order.get(Number(a.id)) as number) - (order.get(Number(b.id)) as number)));
-        if (found.length < batchSize) break;
-        after = (found[found.length - 1] as { username_key: string }).username_key;
-      }
-      return rows.slice(0, wanted);
+    searchByName(viewer: Viewer, words: readonly string[], options: { limit: number; after?: string; username?: string }): Promise<PublicUserRow[]> {
+      return searchByNameQuery(viewer, words, options).execute();
     },
 
     /** Throws the driver's unique violation when the username is taken in any letter case. */
