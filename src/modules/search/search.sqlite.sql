@@ -42,29 +42,23 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   limit 21;
 
 -- users: searchByName, anonymous
-select "user_words"."user_id", "user_words"."username_key"
-  from "user_words"
-  where "user_words"."word" = ?
-  order by "user_words"."username_key" asc
-  limit 42;
 select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."public_post_count" as "post_count"
-  from "users"
-  where not exists (select "suspensions"."user_id"
+  from "user_words"
+  inner join "users" on "users"."id" = "user_words"."user_id"
+  where "user_words"."word" = ?
+  and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "users"."id")
-  and users.id in (select value
-  from json_each(?));
+  order by "user_words"."username_key" asc
+  limit 21;
 
 -- users: searchByName after a cursor, admin
-select "user_words"."user_id", "user_words"."username_key"
-  from "user_words"
-  where "user_words"."word" = ?
-  and "user_words"."username_key" > ?
-  order by "user_words"."username_key" asc
-  limit 42;
 select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."post_count" as "post_count"
-  from "users"
-  where 1 = 1
-  and users.id in (select value
-  from json_each(?))
-  and "users"."search_words" like ?;
+  from "user_words"
+  inner join "users" on "users"."id" = "user_words"."user_id"
+  where "user_words"."word" = ?
+  and 1 = 1
+  and "user_words"."username_key" > ?
+  and "users"."search_words" like ?
+  order by "user_words"."username_key" asc
+  limit 21;
