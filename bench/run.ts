@@ -465,7 +465,9 @@ async function main(): Promise<void> {
       return;
     }
 
-    const loadOptions = (port: number, seconds: number) => ({ port, seconds, connections, pin: pinLoad, workDir: work });
+    const connectionsOf = (scenario: Scenario) => Math.min(connections, scenario.connections ?? connections);
+    const loadOptions = (scenario: Scenario, port: number, seconds: number) =>
+      ({ port, seconds, connections: connectionsOf(scenario), pin: pinLoad, workDir: work });
     const rssMax = new Map<string, number>();
     const measured = new Map<string, LoadResult[]>();
     // A server's database is read into the page cache before a run unless that was done in the last 20 s: this
@@ -482,11 +484,11 @@ async function main(): Promise<void> {
       const cpuBefore = server.cpuSeconds();
       const diskBefore = server.diskReadBytes();
       try {
-        const result = await runLoad(tool, scenario.spec, loadOptions(server.port, seconds));
+        const result = await runLoad(tool, scenario.spec, loadOptions(scenario, server.port, seconds));
         // The next run's follows start past every pair this one may have sent (answered or still in flight).
         if (scenario.spec.follows) {
           const seq = scenario.spec.follows;
-          seq.start += result.requests + 2 * connections;
+          seq.start += result.requests + 2 * connectionsOf(scenario);
           // Blocks cannot repeat (409): past the seeded pairs every answer is an error, and the figures are void.
           if (seq.action === 'block' && seq.start > seq.followers.length * seq.followees.length) {
             log(`  ${scenario.key}: past its ${seq.followers.length * seq.followees.length} seeded pairs (BLOCKERS × BLOCKED in seed.ts): later runs repeat blocks`);

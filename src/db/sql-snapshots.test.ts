@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backend, freshDatabase } from '../../test/helpers/database.js';
 import { createBlocksRepository, blockBetween } from '../modules/blocks/blocks.repository.js';
 import { createFeedRepository } from '../modules/feed/feed.repository.js';
-import { createFollowersRepository } from '../modules/followers/followers.repository.js';
+import { FEED_PROBED_POSTS, createFollowersRepository } from '../modules/followers/followers.repository.js';
 import { createNotificationsRepository } from '../modules/notifications/notifications.repository.js';
 import { createPostsRepository, findCallerAndReadablePost, findReadablePost } from '../modules/posts/posts.repository.js';
 import { indexPost } from '../modules/search/search.repository.js';
@@ -199,10 +199,14 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['exists', () => followers.exists(ids.alice, ids.bob)],
       ['followerRow, member', () => followers.followerRow(ids.bob, member())],
       ['insert', () => undone((db) => createFollowersRepository(db).insert(ids.carol, ids.alice, NOW))],
-      ['remove', () => undone((db) => createFollowersRepository(db).remove(ids.alice, ids.bob))],
+      ['remove', () => undone((db) => createFollowersRepository(db).remove([{ followeeId: ids.alice, followerId: ids.bob }]))],
+      ['remove, both ways', () => undone((db) => createFollowersRepository(db).remove([{ followeeId: ids.alice, followerId: ids.bob }, { followeeId: ids.bob, followerId: ids.alice }]))],
+      ['usersOf', () => followers.usersOf([ids.alice, ids.bob])],
       ['adjustCounts', () => undone((db) => createFollowersRepository(db).adjustCounts(ids.alice, ids.bob, -1))],
       ['queueBackfill', () => undone((db) => createFollowersRepository(db).queueBackfill(ids.alice, ids.carol))],
-      ['removePostsFromFeed', () => undone((db) => createFollowersRepository(db).removePostsFromFeed(ids.alice, ids.bob))],
+      ['removePostsFromFeed, by key', () => undone((db) => createFollowersRepository(db).removePostsFromFeed(ids.alice, ids.bob, FEED_PROBED_POSTS))],
+      ['removePostsFromFeed, walking the feed', () => undone((db) => createFollowersRepository(db).removePostsFromFeed(ids.alice, ids.bob, FEED_PROBED_POSTS + 1))],
+      ['removeBackfills', () => undone((db) => createFollowersRepository(db).removeBackfills([{ followeeId: ids.alice, followerId: ids.bob }, { followeeId: ids.bob, followerId: ids.alice }]))],
     ]);
     await expect(text).toMatchFileSnapshot(snapshot('followers'));
   });
@@ -236,6 +240,7 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['mentioned', () => notifications.mentioned(ids.publicPost, undefined)],
       ['removeMentions', () => undone((db) => createNotificationsRepository(db).removeMentions(ids.publicPost, undefined, [ids.bob]))],
       ['remove', () => undone((db) => createNotificationsRepository(db).remove({ type: 'follow', recipientId: ids.alice, actorId: ids.bob }))],
+      ['removeFollows', () => undone((db) => createNotificationsRepository(db).removeFollows([{ recipientId: ids.alice, actorId: ids.bob }, { recipientId: ids.bob, actorId: ids.alice }]))],
       ['usersByKey', () => notifications.usersByKey(['alice', 'bob'])],
       ['mayBeTold, by names', () => notifications.mayBeTold(ids.publicPost, ids.alice, { names: ['bob', 'carol'] })],
       ['mayBeTold, by ids', () => notifications.mayBeTold(ids.publicPost, ids.alice, { ids: [ids.bob] })],

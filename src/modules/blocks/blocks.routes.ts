@@ -1,4 +1,4 @@
-import { removeFollow } from '../followers/followers.service.js';
+import { removeFollowsBetween } from '../followers/followers.service.js';
 import { createBlocksRepository } from './blocks.repository.js';
 import { userRelationRoutes } from './user-relations.js';
 
@@ -18,7 +18,6 @@ export default userRelationRoutes({
     'removes the follows between the two, both ways. Profiles stay readable. Admins see everything.',
   repository: createBlocksRepository,
   async created(tx, blockerId, blockedId) {
-    await removeFollow(tx, blockerId, blockedId);
-    await removeFollow(tx, blockedId, blockerId);
+    await removeFollowsBetween(tx, blockerId, blockedId);
   },
 });

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { follow, nextPath, publish } from '../../../test/helpers/api.js';
 import { PUBLIC_URL, buildTestApp, call } from '../../../test/helpers/build-test-app.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
+import { createFanout } from '../feed/feed.fanout.js';
 
 // CONTRACT §9: the routes of blocks and mutes share shapes, statuses and privacy; what each does is tested below.
 describe.each(['blocks', 'mutes'] as const)('/users/{id}/%s', (path) => {
@@ -107,6 +108,47 @@ describe('blocks (CONTRACT §9)', () => {
     }
     expect((await call(app, 'DELETE', `/users/${a.id}/blocks/${b.id}`, { token: a.token })).statusCode).toBe(200);
     expect(await app.db.selectFrom('follows').selectAll().execute()).toEqual([]);
+  });
+
+  it('removes only what lies between the two: a one-way follow, its feed entries, queued backfill and notification', async () => {
+    const app = await buildTestApp();
+    await app.fanout.close(); // nothing is written until `worker` drains
+    const worker = createFanout(app.store, app.log, { sweepMs: 60_000 });
+    const [a, b, c] = [await signUp(app), await signUp(app), await signUp(app)];
+    for (const user of [a, b, c]) await publish(app, user, `by ${user.username}`);
+    await worker.drain();
+    // b follows a (one way), and both follow c and are followed by c; the follows' backfills are still queued.
+    await follow(app, b, a);
+    await follow(app, b, c);
+    await follow(app, a, c);
+    await follow(app, c, a);
+    await follow(app, c, b);
+    const rows = async (table: 'follows' | 'feed_backfill' | 'notifications') =>
+      table === 'follows'
+        ? (await app.db.selectFrom('follows').select(['follower_id as from', 'followee_id as to']).execute())
+        : table === 'feed_backfill'
+          ? (await app.db.selectFrom('feed_backfill').select(['user_id as from', 'owner_id as to']).execute())
+          : (await app.db.selectFrom('notifications').select(['actor_id as from', 'recipient_id as to']).where('type', '=', 'follow').execute());
+    const pairs = async (table: 'follows' | 'feed_backfill' | 'notifications') =>
+      (await rows(table)).map((r) => `${Number(r.from)}>${Number(r.to)}`).sort();
+    const others = (list: string[]) => list.filter((p) => p !== `${b.id}>${a.id}`);
+    const before = { follows: await pairs('follows'), backfill: await pairs('feed_backfill'), notifications: await pairs('notifications') };
+    expect(before.follows).toContain(`${b.id}>${a.id}`);
+    expect(before.backfill).toContain(`${b.id}>${a.id}`);
+    expect(before.notifications).toContain(`${b.id}>${a.id}`);
+
+    await block(app, a, b.id);
+    expect(await pairs('follows')).toEqual(others(before.follows));
+    expect(await pairs('feed_backfill')).toEqual(others(before.backfill));
+    expect(await pairs('notifications')).toEqual(others(before.notifications));
+    await worker.drain();
+    await worker.close();
+    const feed = await app.db.selectFrom('feed_entries').select(['user_id', 'owner_id']).execute();
+    const feedPairs = feed.map((e) => `${Number(e.user_id)}>${Number(e.owner_id)}`).sort();
+    expect(feedPairs).toEqual([`${a.id}>${c.id}`, `${b.id}>${c.id}`, `${c.id}>${a.id}`, `${c.id}>${b.id}`]);
+    expect((await call(app, 'GET', `/users/${a.id}`)).json()).toMatchObject({ followerCount: 1, followingCount: 1 });
+    expect((await call(app, 'GET', `/users/${b.id}`)).json()).toMatchObject({ followerCount: 1, followingCount: 1 });
+    expect((await call(app, 'GET', `/users/${c.id}`)).json()).toMatchObject({ followerCount: 2, followingCount: 2 });
   });
 
   it('refuses a follow across a block either way with 403 and a problem type ending in /blocked', async () => {

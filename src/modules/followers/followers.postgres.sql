@@ -135,8 +135,24 @@ insert into "follows" ("follower_id", "followee_id", "created_at")
 -- remove
 delete
   from "follows"
-  where "followee_id" = $1
-  and "follower_id" = $2;
+  where ("followee_id" = $1
+  and "follower_id" = $2)
+  returning "followee_id", "follower_id";
+
+-- remove, both ways
+delete
+  from "follows"
+  where (("followee_id" = $1
+  and "follower_id" = $2)
+  or ("followee_id" = $3
+  and "follower_id" = $4))
+  returning "followee_id", "follower_id";
+
+-- usersOf
+select "users"."id", "users"."post_count", "suspensions"."user_id" as "suspended"
+  from "users"
+  left join "suspensions" on "suspensions"."user_id" = "users"."id"
+  where "users"."id" in ($1, $2);
 
 -- adjustCounts
 update "users"
@@ -151,12 +167,25 @@ insert into "feed_backfill" ("user_id", "owner_id")
   values ($1, $2)
   on conflict do nothing;
 
--- removePostsFromFeed
+-- removePostsFromFeed, by key
+delete
+  from "feed_entries"
+  where "user_id" = $1
+  and "owner_id" = $2
+  and "post_id" in (select "posts"."id"
+  from "posts"
+  where "posts"."owner_id" = $3);
+
+-- removePostsFromFeed, walking the feed
 delete
   from "feed_entries"
   where "user_id" = $1
   and "owner_id" = $2;
+
+-- removeBackfills
 delete
   from "feed_backfill"
-  where "user_id" = $1
-  and "owner_id" = $2;
+  where (("user_id" = $1
+  and "owner_id" = $2)
+  or ("user_id" = $3
+  and "owner_id" = $4));

@@ -72,14 +72,32 @@ export function createFollowersRepository(db: Kysely<Database>) {
       await db.insertInto('follows').values({ follower_id: followerId, followee_id: followeeId, created_at: now }).execute();
     },
 
-    /** True when the relation existed and is now gone. */
-    async remove(followeeId: number, followerId: number): Promise<boolean> {
-      const result = await db
+    /** Deletes the relations of `pairs` in one statement; answers those that existed (now gone). */
+    async remove(pairs: readonly FollowPair[]): Promise<FollowPair[]> {
+      if (pairs.length === 0) return [];
+      const rows = await db
         .deleteFrom('follows')
-        .where('followee_id', '=', followeeId)
-        .where('follower_id', '=', followerId)
-        .executeTakeFirst();
-      return result.numDeletedRows > 0n;
+        .where((eb) => eb.or(pairs.map((p) => eb.and([eb('followee_id', '=', p.followeeId), eb('follower_id', '=', p.followerId)]))))
+        .returning(['followee_id', 'follower_id'])
+        .execute();
+      return rows.map((row) => ({ followeeId: Number(row.followee_id), followerId: Number(row.follower_id) }));
+    },
+
+    /**
+     * What ending a follow needs to know of its users, in one statement: which are suspended (their counters stay,
+     * see adjustCounts) and how many posts each has (removePostsFromFeed).
+     */
+    async usersOf(ids: readonly number[]): Promise<{ suspended: Set<number>; posts: Map<number, number> }> {
+      const rows = await db
+        .selectFrom('users')
+        .leftJoin('suspensions', 'suspensions.user_id', 'users.id')
+        .select(['users.id', 'users.post_count', 'suspensions.user_id as suspended'])
+        .where('users.id', 'in', [...ids])
+        .execute();
+      return {
+        suspended: new Set(rows.filter((row) => row.suspended !== null).map((row) => Number(row.id))),
+        posts: new Map(rows.map((row) => [Number(row.id), Number(row.post_count)])),
+      };
     },
 
     /**
@@ -106,12 +124,40 @@ export function createFollowersRepository(db: Kysely<Database>) {
       await db.insertInto('feed_backfill').values({ user_id: followerId, owner_id: followeeId }).onConflict((oc) => oc.doNothing()).execute();
     },
 
-    /** Drops every post of `followeeId` from the home feed of `followerId`, written or still to be written. */
-    async removePostsFromFeed(followeeId: number, followerId: number): Promise<void> {
-      await db.deleteFrom('feed_entries').where('user_id', '=', followerId).where('owner_id', '=', followeeId).execute();
-      await db.deleteFrom('feed_backfill').where('user_id', '=', followerId).where('owner_id', '=', followeeId).execute();
+    /**
+     * Drops every written post of `followeeId` from the home feed of `followerId` (`followeePosts`: how many posts
+     * the followee has). The feed's key (user_id, post_id) has no owner, and an index with one would cost every
+     * fan-out write a random page (see the migration), so `owner_id = ?` alone walks the follower's whole feed.
+     * For a followee with at most FEED_PROBED_POSTS posts the delete looks up one feed key per post of theirs
+     * instead (through posts_owner_id): the walk grows with the follower's feed, the probes with the followee's
+     * posts, and a follower's feed holds the posts of all their followees (bench/README.md, the `block` row).
+     */
+    async removePostsFromFeed(followeeId: number, followerId: number, followeePosts: number): Promise<void> {
+      let entries = db.deleteFrom('feed_entries').where('user_id', '=', followerId).where('owner_id', '=', followeeId);
+      if (followeePosts <= FEED_PROBED_POSTS) {
+        entries = entries.where('post_id', 'in', db.selectFrom('posts').select('posts.id').where('posts.owner_id', '=', followeeId));
+      }
+      await entries.execute();
+    },
+
+    /** Drops the backfills still queued for `pairs` (posts of the followee yet to enter the follower's feed). */
+    async removeBackfills(pairs: readonly FollowPair[]): Promise<void> {
+      if (pairs.length === 0) return;
+      await db
+        .deleteFrom('feed_backfill')
+        .where((eb) => eb.or(pairs.map((p) => eb.and([eb('user_id', '=', p.followerId), eb('owner_id', '=', p.followeeId)]))))
+        .execute();
     },
   };
 }
+
+/** One follow relation. */
+export interface FollowPair {
+  followeeId: number;
+  followerId: number;
+}
+
+/** Up to this many posts of a followee, their feed entries are deleted by key (removePostsFromFeed). */
+export const FEED_PROBED_POSTS = 1000;
 
 export type FollowersRepository = ReturnType<typeof createFollowersRepository>;

@@ -3,10 +3,10 @@ import { constraintKind } from '../../db/errors.js';
 import { AppError } from '../../shared/errors.js';
 import { PROBLEM_TYPES } from '../../shared/problems.js';
 import type { PublicUserRow, Viewer } from '../../shared/visibility.js';
-import { notifyFollow, unnotifyFollow } from '../notifications/notifications.service.js';
+import { notifyFollow, unnotifyFollows } from '../notifications/notifications.service.js';
 import { blockBetween } from '../blocks/blocks.repository.js';
 import { suspendedAmong } from '../suspensions/suspensions.repository.js';
-import { createFollowersRepository } from './followers.repository.js';
+import { createFollowersRepository, type FollowPair } from './followers.repository.js';
 
 /**
  * `followerId` starts following `followeeId`, inside the caller's transaction: the relation, both counters and the
@@ -53,19 +53,33 @@ export async function follow(tx: Tx, followeeId: number, followerId: number, vie
 export async function unfollow(store: Store, followeeId: number, followerId: number): Promise<boolean> {
   return store.transaction(async (tx) => {
     await tx.lockRows('users', [followeeId, followerId]);
-    return removeFollow(tx, followeeId, followerId);
+    return (await removeFollows(tx, [{ followeeId, followerId }])).length > 0;
   });
 }
 
 /**
- * Removes one follow relation inside `tx` (both users' rows already locked): the row, both counters, the feed
- * entries. False when there was none. Shared by unfollowing and blocking (which removes the follows both ways).
+ * Removes the follows between `a` and `b`, both ways, inside `tx` (both users' rows already locked): what a block
+ * does (CONTRACT §9).
  */
-export async function removeFollow(tx: Tx, followeeId: number, followerId: number): Promise<boolean> {
+export async function removeFollowsBetween(tx: Tx, a: number, b: number): Promise<void> {
+  await removeFollows(tx, [{ followeeId: a, followerId: b }, { followeeId: b, followerId: a }]);
+}
+
+/**
+ * Removes follow relations inside `tx` (their users' rows already locked): the rows, the counters, the feed
+ * entries, the queued backfills and the `follow` notifications. Each step takes one statement for all the pairs,
+ * except the counters and the feed entries (one user's and one feed's each). Answers the pairs that existed.
+ */
+async function removeFollows(tx: Tx, pairs: readonly FollowPair[]): Promise<FollowPair[]> {
   const follows = createFollowersRepository(tx.db);
-  if (!(await follows.remove(followeeId, followerId))) return false;
-  await follows.adjustCounts(followeeId, followerId, -1, await suspendedAmong(tx.db, [followeeId, followerId]));
-  await follows.removePostsFromFeed(followeeId, followerId);
-  await unnotifyFollow(tx, followerId, followeeId); // notifications (CONTRACT §10)
-  return true;
+  const removed = await follows.remove(pairs);
+  if (removed.length === 0) return removed;
+  const users = await follows.usersOf([...new Set(removed.flatMap((p) => [p.followeeId, p.followerId]))]);
+  for (const { followeeId, followerId } of removed) {
+    await follows.adjustCounts(followeeId, followerId, -1, users.suspended);
+    await follows.removePostsFromFeed(followeeId, followerId, users.posts.get(followeeId) ?? 0);
+  }
+  await follows.removeBackfills(removed);
+  await unnotifyFollows(tx, removed); // notifications (CONTRACT §10)
+  return removed;
 }

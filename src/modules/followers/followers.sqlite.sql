@@ -135,8 +135,24 @@ insert into "follows" ("follower_id", "followee_id", "created_at")
 -- remove
 delete
   from "follows"
-  where "followee_id" = ?
-  and "follower_id" = ?;
+  where ("followee_id" = ?
+  and "follower_id" = ?)
+  returning "followee_id", "follower_id";
+
+-- remove, both ways
+delete
+  from "follows"
+  where (("followee_id" = ?
+  and "follower_id" = ?)
+  or ("followee_id" = ?
+  and "follower_id" = ?))
+  returning "followee_id", "follower_id";
+
+-- usersOf
+select "users"."id", "users"."post_count", "suspensions"."user_id" as "suspended"
+  from "users"
+  left join "suspensions" on "suspensions"."user_id" = "users"."id"
+  where "users"."id" in (?, ?);
 
 -- adjustCounts
 update "users"
@@ -151,12 +167,25 @@ insert into "feed_backfill" ("user_id", "owner_id")
   values (?, ?)
   on conflict do nothing;
 
--- removePostsFromFeed
+-- removePostsFromFeed, by key
+delete
+  from "feed_entries"
+  where "user_id" = ?
+  and "owner_id" = ?
+  and "post_id" in (select "posts"."id"
+  from "posts"
+  where "posts"."owner_id" = ?);
+
+-- removePostsFromFeed, walking the feed
 delete
   from "feed_entries"
   where "user_id" = ?
   and "owner_id" = ?;
+
+-- removeBackfills
 delete
   from "feed_backfill"
-  where "user_id" = ?
-  and "owner_id" = ?;
+  where (("user_id" = ?
+  and "owner_id" = ?)
+  or ("user_id" = ?
+  and "owner_id" = ?));

@@ -6,6 +6,7 @@ import { backend } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { nextPath } from '../../../test/helpers/api.js';
 import type { Visibility } from '../../db/types.js';
+import { FEED_PROBED_POSTS, createFollowersRepository } from './followers.repository.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
 
@@ -285,6 +286,29 @@ describe('GET /users/{user_id}/followers/{follower_id}', () => {
     expect(res.statusCode).toBe(status);
     expect(res.headers['content-type']).toBe(PROBLEM);
     expect(res.json().status).toBe(status);
+  });
+});
+
+describe('removePostsFromFeed', () => {
+  // Two ways to find a followee's entries in a feed (by key through their posts, or walking the feed): each must
+  // remove exactly theirs from exactly that feed.
+  it.each([
+    ['by key (a followee with few posts)', FEED_PROBED_POSTS],
+    ['walking the feed (a followee with many posts)', FEED_PROBED_POSTS + 1],
+  ])('drops the followee’s entries from the follower’s feed only, %s', async (_, followeePosts) => {
+    const app = await buildTestApp();
+    const [followee, follower, third] = [await signUp(app), await signUp(app), await signUp(app)];
+    const gone = [await insertPost(app, followee.id), await insertPost(app, followee.id, 'followers')];
+    const kept = await insertPost(app, third.id);
+    await follow(app, followee, follower);
+    await follow(app, third, follower);
+    await follow(app, followee, third);
+    expect((await feedRows(app)).length).toBe(5);
+
+    await write(app, (db) => createFollowersRepository(db).removePostsFromFeed(followee.id, follower.id, followeePosts));
+    const feed = await feedRows(app);
+    expect(feed.filter((e) => e.user_id === follower.id)).toEqual([{ user_id: follower.id, post_id: kept, owner_id: third.id }]);
+    expect(feed.filter((e) => e.user_id === third.id).map((e) => e.post_id)).toEqual(gone);
   });
 });
 

@@ -241,6 +241,15 @@ delete
   and "recipient_id" = $2
   and "type" = $3;
 
+-- removeFollows
+delete
+  from "notifications"
+  where (("actor_id" = $1
+  and "recipient_id" = $2)
+  or ("actor_id" = $3
+  and "recipient_id" = $4))
+  and "type" = $5;
+
 -- usersByKey
 select "id", "username_key"
   from "users"

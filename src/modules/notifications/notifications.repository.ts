@@ -163,6 +163,16 @@ export function createNotificationsRepository(db: Kysely<Database>) {
       await query.execute();
     },
 
+    /** The `follow` notifications of these follows (`actorId` followed `recipientId`), in one statement. */
+    async removeFollows(follows: readonly { recipientId: number; actorId: number }[]): Promise<void> {
+      if (follows.length === 0) return;
+      await db
+        .deleteFrom('notifications')
+        .where((eb) => eb.or(follows.map((f) => eb.and([eb('actor_id', '=', f.actorId), eb('recipient_id', '=', f.recipientId)]))))
+        .where('type', '=', 'follow')
+        .execute();
+    },
+
     /** The ids of the users whose username keys are among `names`, by key: one statement for all the names. */
     async usersByKey(names: readonly string[]): Promise<Map<string, number>> {
       const rows = await db.selectFrom('users').select(['id', 'username_key']).where('username_key', 'in', names).execute();

@@ -120,8 +120,9 @@ export async function notifyFollow(tx: Tx, followerId: number, followeeId: numbe
   await createNotificationsRepository(tx.db).insert([{ recipient_id: followeeId, actor_id: followerId, type: 'follow' }]);
 }
 
-export async function unnotifyFollow(tx: Tx, followerId: number, followeeId: number): Promise<void> {
-  await createNotificationsRepository(tx.db).remove({ type: 'follow', recipientId: followeeId, actorId: followerId });
+/** The follows ended: their `follow` notifications go, all in one statement. */
+export async function unnotifyFollows(tx: Tx, follows: readonly { followeeId: number; followerId: number }[]): Promise<void> {
+  await createNotificationsRepository(tx.db).removeFollows(follows.map((f) => ({ recipientId: f.followeeId, actorId: f.followerId })));
 }
 
 /** `userId` recommended the post: its owner is told, unless it is their own. */

@@ -241,6 +241,15 @@ delete
   and "recipient_id" = ?
   and "type" = ?;
 
+-- removeFollows
+delete
+  from "notifications"
+  where (("actor_id" = ?
+  and "recipient_id" = ?)
+  or ("actor_id" = ?
+  and "recipient_id" = ?))
+  and "type" = ?;
+
 -- usersByKey
 select "id", "username_key"
   from "users"
