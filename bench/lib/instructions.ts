@@ -40,12 +40,16 @@ export async function fixedLoad(spec: RequestSpec, port: number, count: number, 
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   // Seeded, so that every run counts the same requests.
   const nextPath = randomPaths(spec, prng(seed));
+  // A new value of `uniqueHeader` on every request (as the wrk script sends it): without it an Idempotency-Key
+  // scenario would count the plain create, or replays.
+  const run = `${seed}-${process.pid}-${Date.now()}`;
+  const headersOf = (n: number) => (spec.uniqueHeader === undefined ? (spec.headers ?? {}) : { ...spec.headers, [spec.uniqueHeader]: `${run}-${n}` });
   let sent = 0;
   let failed = 0;
-  const one = () =>
+  const one = (n: number) =>
     new Promise<void>((resolve) => {
       const request = http.request(
-        { host: '127.0.0.1', port, method: spec.method, path: nextPath(), agent, headers: spec.headers ?? {} },
+        { host: '127.0.0.1', port, method: spec.method, path: nextPath(), agent, headers: headersOf(n) },
         (response) => {
           if ((response.statusCode ?? 500) >= 400) failed += 1;
           response.resume();
@@ -62,7 +66,7 @@ export async function fixedLoad(spec: RequestSpec, port: number, count: number, 
     Array.from({ length: concurrency }, async () => {
       while (sent < count) {
         sent += 1;
-        await one();
+        await one(sent);
       }
     }),
   );

@@ -22,7 +22,7 @@ export interface RequestSpec {
   variants?: { path: string; headers: Record<string, string> }[];
   /**
    * A header whose value is new on every request (`<run>-<n>`), e.g. an Idempotency-Key for creates that must not
-   * replay. wrk only.
+   * replay. wrk and the instruction counts (lib/instructions.ts), not autocannon.
    */
   uniqueHeader?: string;
   /**

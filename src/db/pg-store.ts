@@ -143,6 +143,9 @@ function pgTx(trx: Kysely<Database>, postChanges: PostChanges, hooks: (() => voi
     recordPostChange: (change) => postChanges.record(tx, change),
     query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
       (await trx.executeQuery<R>(CompiledQuery.raw(statement.postgres, [...params]))).rows as R[],
+    // The driver's row count (INSERT … ON CONFLICT DO UPDATE counts the rows inserted or updated, not those skipped).
+    run: async (statement: PlainStatement, params: readonly unknown[]) =>
+      Number((await trx.executeQuery(CompiledQuery.raw(statement.postgres, [...params]))).numAffectedRows ?? 0),
     lockRows: (table, ids) => lockExisting(table, ids, 'update'),
     shareRows: (table, ids) => lockExisting(table, ids, 'key share'),
     async tryExclusive(key) {

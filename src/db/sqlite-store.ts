@@ -102,6 +102,11 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
     };
     return onStatement ? observe(onStatement, statement.sqlite, run) : run();
   };
+  /** `Tx.run`: a plain write on the writer's driver, answering the rows it changed. */
+  const writeRun = async (statement: PlainStatement, params: readonly unknown[]): Promise<number> => {
+    const run = () => writeStatements.prepare(statement.sqlite).run(params).changes;
+    return onStatement ? observe(onStatement, statement.sqlite, run) : run();
+  };
   const readDb = new Kysely<Database>({ dialect: new SqliteDialect({ database: readStatements }), log });
 
   /** Takes the write lock, retrying while another connection holds it, until the deadline. */
@@ -187,7 +192,7 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
     const steps: (() => Promise<void>)[] = [];
     await conn.executeQuery(SAVEPOINT_UNIT);
     try {
-      const value = await work(sqliteTx(conn, writeQuery, postChanges, hooks, steps));
+      const value = await work(sqliteTx(conn, writeQuery, writeRun, postChanges, hooks, steps));
       for (const step of steps) await step();
       // The unit caught the error under which SQLite ended the transaction; without this the callers would hear
       // only that the savepoint is gone.
@@ -275,6 +280,7 @@ type Outcome = { ok: true; value: unknown; hooks: (() => void)[] } | { ok: false
 function sqliteTx(
   conn: Kysely<Database>,
   query: Tx['query'],
+  run: Tx['run'],
   postChanges: PostChanges,
   hooks: (() => void)[],
   steps: (() => Promise<void>)[],
@@ -292,6 +298,7 @@ function sqliteTx(
     beforeCommit: (step) => void steps.push(step),
     recordPostChange: (change) => postChanges.record(tx, change),
     query,
+    run,
     lockRows: existing,
     shareRows: existing,
     tryExclusive: async () => true,

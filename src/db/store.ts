@@ -55,6 +55,12 @@ export interface Tx {
    */
   query<R>(statement: PlainStatement, params: readonly unknown[]): Promise<R[]>;
   /**
+   * Runs a plain-SQL write inside the transaction and answers how many rows it inserted, updated or deleted (an
+   * upsert whose `DO UPDATE … WHERE` held for no row: 0). Where only that count matters, this spares the write its
+   * `RETURNING`, which on SQLite costs more than the write itself (bench/README.md, idempotency keys).
+   */
+  run(statement: PlainStatement, params: readonly unknown[]): Promise<number>;
+  /**
    * Locks these rows until the end of the transaction, in ascending id order (PostgreSQL `FOR UPDATE`; SQLite's
    * single writer already holds everything), and answers the ids that exist. Every multi-row lock in the service
    * goes through here, so two transactions always take row locks in one global order and cannot deadlock.

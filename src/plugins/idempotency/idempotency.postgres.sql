@@ -13,5 +13,4 @@ insert into idempotency_keys (caller_id, target, idempotency_key, fingerprint, c
   on conflict (caller_id, target, idempotency_key) do update
   set fingerprint = excluded.fingerprint, claim_token = null, started_at = excluded.started_at, expires_at = excluded.expires_at, status = excluded.status, content_type = excluded.content_type, location = excluded.location, etag = excluded.etag, body = excluded.body
   where idempotency_keys.expires_at <= excluded.started_at
-  or idempotency_keys.status is null
-  returning id;
+  or idempotency_keys.status is null;
