@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import { constraintKind } from '../../db/errors.js';
 import type { Tx } from '../../db/store.js';
 import type { Database } from '../../db/types.js';
-import { bearer, isSelfOrAdmin, type Caller } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin } from '../../plugins/auth.js';
 import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
