@@ -4,16 +4,23 @@ import type { PlainStatement } from './store.js';
 /**
  * Prepared statements: the few a repository sends as plain SQL instead of through Kysely, one text per dialect.
  *
- * When: only where a benchmark showed the builder costs more than the database's answer (bench/README.md, "Figures
- * behind choices in the code": a point read takes 23.4 µs through Kysely, 8.6 as a precompiled text). Today that is
- * the read of one post and the token's caller beside it (posts.repository.ts), the caller behind a bearer token
- * (tokens.repository.ts), the home-feed page (feed.repository.ts), and an Idempotency-Key's lookup and kept answer
- * (plugins/idempotency/idempotency.repository.ts). Everything else stays in the builder.
+ * Why, stated here once: building and compiling a Kysely query costs CPU on every call, and for a point read that
+ * cost is larger than the database's answer. Where a benchmark target showed the precompiled text cutting the
+ * instructions a request by well over the project's 10% bar (bench/README.md, "Figures behind choices in the code":
+ * the rows "hot statements by hand" and "signed-in reads of one post as plain SQL"), the statement is compiled once
+ * and kept. Today that is the read of one post and the token's caller beside it
+ * (posts.repository.ts), the caller behind a bearer token (tokens.repository.ts), the home-feed page
+ * (feed.repository.ts), and an Idempotency-Key's lookup and kept answer (plugins/idempotency/idempotency.repository.ts).
+ * Everything else stays in the builder. Re-measure with `npm run bench -- --instructions` before adding one, and
+ * drop one whose gain falls under the bar.
  *
  * How: the repository holds its statement (a `PlainStatement` from `plain`, or a `Prepared` text compiled from the
  * builder), and runs it through the store, the one execution path for plain SQL: `Store.query`/`queryOne` for a read
  * outside a transaction, `Tx.query` inside one. A text that judges visibility is never written by hand: it is
- * compiled from the predicates of src/shared/visibility.ts once per kind of viewer (`perViewerKind`).
+ * compiled from the predicates of src/shared/visibility.ts once per kind of viewer (`perViewerKind`), with stand-in
+ * values (`VIEWER`, `SLOT`) where the viewer's id and the run's values go; `bindParameters` puts the real ones in
+ * their place on each run. The SQL each statement sends is pinned in the modules' `*.sqlite.sql`/`*.postgres.sql`
+ * snapshots like any other.
  */
 
 /** `text` with its `?` placeholders numbered for PostgreSQL (`$1`, `$2`, …), in order. */

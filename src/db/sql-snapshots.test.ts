@@ -168,8 +168,11 @@ describe(`the SQL each repository sends (${backend})`, () => {
       // Deleting accounts (users.service.ts).
       ['relatedUserIds', () => users.relatedUserIds(ids.bob)],
       ['uncountBlocksAndMutes', () => undone((db) => createUsersRepository(db).uncountBlocksAndMutes(ids.bob))],
-      ['postsTouchedBy', () => users.postsTouchedBy(ids.bob)],
-      ['uncountFollowsRepliesAndRecommends', () => undone((db) => createUsersRepository(db).uncountFollowsRepliesAndRecommends(ids.bob))],
+      ['postsTouchedBy', () => users.postsTouchedBy(ids.bob, { ownPosts: false })],
+      ['moveShare', () => undone((db) => createUsersRepository(db).moveShare(ids.bob, -1, { ownPosts: false }))],
+      // Suspending and lifting (suspensions.service.ts): the user's own posts count too.
+      ['postsTouchedBy, own posts too', () => users.postsTouchedBy(ids.bob, { ownPosts: true })],
+      ['moveShare back, own posts too', () => undone((db) => createUsersRepository(db).moveShare(ids.bob, 1, { ownPosts: true }))],
       ['postsOf', () => users.postsOf(ids.alice)],
       ['followerIds', () => users.followerIds(ids.alice)],
       ['allFollows', () => users.allFollows()],

@@ -325,7 +325,7 @@ export async function requireVisiblePost(
 }
 
 /**
- * For plain SQL (src/db/prepared.ts): a query built with the predicates above for a kind of viewer,
+ * For plain SQL (src/db/prepared.ts says when and why): a query built with the predicates above for a kind of viewer,
  * compiled once to text. The viewer's id is compiled as a marker value and bound again on each run, so the text
  * depends only on the viewer's kind (anonymous, admin, member with or without blocks and mutes), never on who.
  */

@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import { constraintKind } from '../../db/errors.js';
 import type { Tx } from '../../db/store.js';
 import type { Database } from '../../db/types.js';
-import { bearer, type Caller } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin } from '../../plugins/auth.js';
 import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
 import { keysetPage } from '../../shared/pagination.js';
@@ -75,7 +75,6 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
   return async (app) => {
     const users = createUsersRepository(app.db);
     const relations = kind.repository(app.db);
-    const mayRead = (caller: Caller, userId: number) => caller.id === userId || caller.role === 'admin';
 
     app.post(
       `/users/:user_id/${path}`,
@@ -105,7 +104,7 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
         const caller = await app.auth.required(request);
         const ownerId = toId(request.params.user_id);
         const targetId = request.body.id;
-        if (!mayRead(caller, ownerId)) throw AppError.forbidden(`Only the user or an admin may ${noun} in their name`);
+        if (!isSelfOrAdmin(caller, ownerId)) throw AppError.forbidden(`Only the user or an admin may ${noun} in their name`);
         if (caller.id !== ownerId && !(await users.exists(ownerId, caller))) throw AppError.notFound('user');
         if (targetId === ownerId) throw AppError.badRequest('id', `must not be the user themself: a user cannot ${noun} themself`);
         const noSuchUser = () => AppError.badRequest('id', 'names no user');
@@ -150,7 +149,7 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
       async (request, reply) => {
         const caller = await app.auth.required(request);
         const ownerId = toId(request.params.user_id);
-        if (!mayRead(caller, ownerId) || !(await users.exists(ownerId, caller))) throw AppError.notFound('user');
+        if (!isSelfOrAdmin(caller, ownerId) || !(await users.exists(ownerId, caller))) throw AppError.notFound('user');
         // The cursor is the relation's id: the order is newest relation first, not user id.
         const rows = await keysetPage(request, reply, `${path}|${ownerId}`, request.query, async (page) =>
           (await relations.list(ownerId, caller, page)).map((row) => ({ id: row.relation_id, row })),
@@ -181,7 +180,7 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
         const params = request.params as Record<string, string>;
         const ownerId = toId(params.user_id!);
         const targetId = toId(params[target]!);
-        const row = mayRead(caller, ownerId) ? await relations.find(ownerId, targetId, caller) : undefined;
+        const row = isSelfOrAdmin(caller, ownerId) ? await relations.find(ownerId, targetId, caller) : undefined;
         if (!row) throw AppError.notFound(noun);
         return toUser(row, app.links);
       },
@@ -210,7 +209,7 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
         const ownerId = toId(params.user_id!);
         const targetId = toId(params[target]!);
         const noSuch = () => AppError.badRequest(target, `names no ${noun} of this user`);
-        if (!mayRead(caller, ownerId)) throw noSuch();
+        if (!isSelfOrAdmin(caller, ownerId)) throw noSuch();
         const removed = await app.store.transaction(async (tx) => {
           await tx.lockRows('users', [ownerId, targetId]);
           return kind.repository(tx.db).remove(ownerId, targetId);

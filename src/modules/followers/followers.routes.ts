@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { bearer, optionalBearer } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin, optionalBearer } from '../../plugins/auth.js';
 import { Type } from 'typebox';
 import { writeCreated } from '../../plugins/idempotency/index.js';
 import { AppError } from '../../shared/errors.js';
@@ -89,7 +89,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const followeeId = toId(request.params.user_id);
       const followerId = request.body.id;
       if (!(await users.exists(followeeId, caller))) throw AppError.notFound('user');
-      if (caller.id !== followerId && caller.role !== 'admin') {
+      if (!isSelfOrAdmin(caller, followerId)) {
         throw AppError.forbidden('Only the follower themself or an admin may register a follower');
       }
       if (followerId === followeeId) throw AppError.badRequest('id', 'must not be the followed user: a user cannot follow themself');
@@ -152,7 +152,7 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const followeeId = toId(request.params.user_id);
       const followerId = toId(request.params.follower_id);
       const noSuchRelation = () => AppError.badRequest('follower_id', 'does not follow this user');
-      if (caller.id !== followeeId && caller.id !== followerId && caller.role !== 'admin') {
+      if (!isSelfOrAdmin(caller, followeeId) && caller.id !== followerId) {
         if (!(await follows.exists(followeeId, followerId))) throw noSuchRelation();
         throw AppError.forbidden('Only either of the two users or an admin may remove a follower relation');
       }

@@ -9,8 +9,8 @@ export async function suspendedAmong(db: Kysely<Database>, ids: readonly number[
 }
 
 /**
- * Suspension rows and the counters a suspension moves (suspensions.service.ts says why). Pass a transaction's `db`
- * to write.
+ * Suspension rows (the counters a suspension moves are the users repository's `moveShare`; suspensions.service.ts
+ * says why). Pass a transaction's `db` to write.
  */
 export function createSuspensionsRepository(db: Kysely<Database>) {
   return {
@@ -26,56 +26,6 @@ export function createSuspensionsRepository(db: Kysely<Database>) {
         .where((eb) => eb.or([eb('follower_id', '=', userId), eb('followee_id', '=', userId)]))
         .execute();
       return relations.map((r) => (Number(r.follower_id) === userId ? Number(r.followee_id) : Number(r.follower_id)));
-    },
-
-    /** The posts whose counters the user's replies and recommends are counted in (to lock before moving them). */
-    async touchedPostIds(userId: number): Promise<number[]> {
-      const touchedPosts = await db
-        .selectFrom('posts')
-        .select('posts.id')
-        .where((eb) =>
-          eb.or([
-            eb('posts.id', 'in', eb.selectFrom('replies').select('post_id').where('author_id', '=', userId)),
-            eb('posts.id', 'in', eb.selectFrom('recommends').select('post_id').where('user_id', '=', userId)),
-          ]),
-        )
-        .execute();
-      return touchedPosts.map((p) => Number(p.id));
-    },
-
-    /**
-     * Moves the user's share of the counters others keep by `delta`: follower_count of whom they follow,
-     * following_count of their followers, reply_count and recommend_count of the posts they replied to or recommend.
-     * The caller has locked those rows.
-     */
-    async moveShare(userId: number, delta: 1 | -1): Promise<void> {
-      const op = delta > 0 ? '+' : '-';
-      await db
-        .updateTable('users')
-        .set((eb) => ({ follower_count: eb('follower_count', op, 1) }))
-        .where('id', 'in', db.selectFrom('follows').select('followee_id').where('follower_id', '=', userId))
-        .execute();
-      await db
-        .updateTable('users')
-        .set((eb) => ({ following_count: eb('following_count', op, 1) }))
-        .where('id', 'in', db.selectFrom('follows').select('follower_id').where('followee_id', '=', userId))
-        .execute();
-      await db
-        .updateTable('posts')
-        .set((eb) => ({
-          reply_count: eb(
-            'reply_count',
-            op,
-            eb.selectFrom('replies').select(eb.fn.countAll<number>().as('n')).whereRef('replies.post_id', '=', 'posts.id').where('replies.author_id', '=', userId),
-          ),
-        }))
-        .where('id', 'in', db.selectFrom('replies').select('post_id').where('author_id', '=', userId))
-        .execute();
-      await db
-        .updateTable('posts')
-        .set((eb) => ({ recommend_count: eb('recommend_count', op, 1) }))
-        .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', userId))
-        .execute();
     },
 
     /** The user's role (the user exists: the caller has locked their row). */

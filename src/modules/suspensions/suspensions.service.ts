@@ -1,5 +1,6 @@
 import type { Tx, Store } from '../../db/store.js';
 import type { SuspensionRow } from '../../db/types.js';
+import { createUsersRepository } from '../users/users.repository.js';
 import { createSuspensionsRepository } from './suspensions.repository.js';
 
 /**
@@ -34,9 +35,9 @@ async function lockAccount(tx: Tx, userId: number): Promise<boolean> {
  * account's row and those of its follow relations (lockAccount; users before posts, as every writer takes them).
  */
 export async function moveShare(tx: Tx, userId: number, delta: 1 | -1): Promise<void> {
-  const suspensions = createSuspensionsRepository(tx.db);
-  await tx.lockRows('posts', await suspensions.touchedPostIds(userId));
-  await suspensions.moveShare(userId, delta);
+  const users = createUsersRepository(tx.db);
+  await tx.lockRows('posts', await users.postsTouchedBy(userId, { ownPosts: true }));
+  await users.moveShare(userId, delta, { ownPosts: true });
 }
 
 export type SuspendResult = { outcome: 'suspended'; suspension: SuspensionRow } | { outcome: 'missing' } | { outcome: 'admin' };

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { bearer } from '../../plugins/auth.js';
+import { bearer, isSelfOrAdmin } from '../../plugins/auth.js';
 import { Type } from 'typebox';
 import { AppError } from '../../shared/errors.js';
 import { tooManyRequests } from '../../plugins/rate-limit/index.js';
@@ -97,7 +97,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const caller = await app.auth.required(request);
       const token = await tokens.findLive(toId(request.params.token_id), new Date().toISOString());
-      if (!token || (token.user_id !== caller.id && caller.role !== 'admin')) throw AppError.notFound('token');
+      if (!token || !isSelfOrAdmin(caller, token.user_id)) throw AppError.notFound('token');
       return toSession(token, app.links);
     },
   );
@@ -158,7 +158,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const caller = await app.auth.required(request);
       const token = await tokens.findLive(toId(request.params.token_id), new Date().toISOString());
       // Another member's token is answered as a missing one (CONTRACT §2), as GET /tokens/{token_id} answers it.
-      if (!token || (token.user_id !== caller.id && caller.role !== 'admin')) throw AppError.badRequest('token_id', 'names no token');
+      if (!token || !isSelfOrAdmin(caller, token.user_id)) throw AppError.badRequest('token_id', 'names no token');
       // Two revocations of one token at once: the one that deleted nothing finds no such token, like a later one.
       if (!(await app.store.transaction(({ db }) => createTokensRepository(db).remove(token.id)))) {
         throw AppError.badRequest('token_id', 'names no token');

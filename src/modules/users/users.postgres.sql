@@ -219,7 +219,7 @@ select "posts"."id"
   from "recommends"
   where "user_id" = $3));
 
--- uncountFollowsRepliesAndRecommends
+-- moveShare
 update "users"
   set "follower_count" = "follower_count" - $1
   where "id" in (select "followee_id"
@@ -245,6 +245,41 @@ update "posts"
   and "id" in (select "post_id"
   from "recommends"
   where "user_id" = $3);
+
+-- postsTouchedBy, own posts too
+select "posts"."id"
+  from "posts"
+  where ("posts"."id" in (select "post_id"
+  from "replies"
+  where "author_id" = $1)
+  or "posts"."id" in (select "post_id"
+  from "recommends"
+  where "user_id" = $2));
+
+-- moveShare back, own posts too
+update "users"
+  set "follower_count" = "follower_count" + $1
+  where "id" in (select "followee_id"
+  from "follows"
+  where "follower_id" = $2);
+update "users"
+  set "following_count" = "following_count" + $1
+  where "id" in (select "follower_id"
+  from "follows"
+  where "followee_id" = $2);
+update "posts"
+  set "reply_count" = "reply_count" + (select count(*) as "n"
+  from "replies"
+  where "replies"."post_id" = "posts"."id"
+  and "replies"."author_id" = $1)
+  where "id" in (select "post_id"
+  from "replies"
+  where "author_id" = $2);
+update "posts"
+  set "recommend_count" = "recommend_count" + $1
+  where "id" in (select "post_id"
+  from "recommends"
+  where "user_id" = $2);
 
 -- postsOf
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"

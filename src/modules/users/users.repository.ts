@@ -202,12 +202,15 @@ export function createUsersRepository(db: Kysely<Database>) {
       await db.updateTable('users').set((eb) => ({ mute_count: eb('mute_count', '-', 1) })).where('id', 'in', mutersOf(id)).execute();
     },
 
-    /** Others' posts the user replied to or recommended: their counters move when the user goes. */
-    async postsTouchedBy(id: number): Promise<number[]> {
+    /**
+     * The posts whose counters the user's replies and recommends are counted in (to lock before `moveShare`); with
+     * `ownPosts: false`, not the user's own.
+     */
+    async postsTouchedBy(id: number, { ownPosts }: { ownPosts: boolean }): Promise<number[]> {
       const rows = await db
         .selectFrom('posts')
         .select('posts.id')
-        .where('posts.owner_id', '<>', id)
+        .$if(!ownPosts, (qb) => qb.where('posts.owner_id', '<>', id))
         .where((eb) =>
           eb.or([
             eb('posts.id', 'in', eb.selectFrom('replies').select('post_id').where('author_id', '=', id)),
@@ -215,22 +218,26 @@ export function createUsersRepository(db: Kysely<Database>) {
           ]),
         )
         .execute();
-      return rows.map((p) => p.id);
+      return rows.map((p) => Number(p.id));
     },
 
     /**
-     * Takes the user out of the counters others keep: the follower and following counts of both sides of their
-     * follows, and the reply and recommend counts of others' posts.
+     * Moves the user's share of the counters others keep by `delta`: follower_count of whom they follow,
+     * following_count of their followers, reply_count and recommend_count of the posts they replied to or recommend.
+     * With `ownPosts: false` the counters of the user's own posts stay as they are (a deleted account's posts go
+     * with it; a suspension moves them too, so lifting it puts back exactly what it took). The caller has locked
+     * those rows (`relatedUserIds`, `postsTouchedBy`).
      */
-    async uncountFollowsRepliesAndRecommends(id: number): Promise<void> {
+    async moveShare(id: number, delta: 1 | -1, { ownPosts }: { ownPosts: boolean }): Promise<void> {
+      const op = delta > 0 ? '+' : '-';
       await db
         .updateTable('users')
-        .set((eb) => ({ follower_count: eb('follower_count', '-', 1) }))
+        .set((eb) => ({ follower_count: eb('follower_count', op, 1) }))
         .where('id', 'in', db.selectFrom('follows').select('followee_id').where('follower_id', '=', id))
         .execute();
       await db
         .updateTable('users')
-        .set((eb) => ({ following_count: eb('following_count', '-', 1) }))
+        .set((eb) => ({ following_count: eb('following_count', op, 1) }))
         .where('id', 'in', db.selectFrom('follows').select('follower_id').where('followee_id', '=', id))
         .execute();
       await db
@@ -238,17 +245,17 @@ export function createUsersRepository(db: Kysely<Database>) {
         .set((eb) => ({
           reply_count: eb(
             'reply_count',
-            '-',
+            op,
             eb.selectFrom('replies').select(eb.fn.countAll<number>().as('n')).whereRef('replies.post_id', '=', 'posts.id').where('replies.author_id', '=', id),
           ),
         }))
-        .where('owner_id', '<>', id)
+        .$if(!ownPosts, (qb) => qb.where('owner_id', '<>', id))
         .where('id', 'in', db.selectFrom('replies').select('post_id').where('author_id', '=', id))
         .execute();
       await db
         .updateTable('posts')
-        .set((eb) => ({ recommend_count: eb('recommend_count', '-', 1) }))
-        .where('owner_id', '<>', id)
+        .set((eb) => ({ recommend_count: eb('recommend_count', op, 1) }))
+        .$if(!ownPosts, (qb) => qb.where('owner_id', '<>', id))
         .where('id', 'in', db.selectFrom('recommends').select('post_id').where('user_id', '=', id))
         .execute();
     },

@@ -103,8 +103,8 @@ export async function deleteUser(
     // A suspended account's share of others' counters is out already: put it back, and take it out as for anyone.
     if ((await suspendedAmong(db, [id])).size > 0) await moveShare(tx, id, 1);
     await repository.uncountBlocksAndMutes(id);
-    await tx.lockRows('posts', await repository.postsTouchedBy(id));
-    await repository.uncountFollowsRepliesAndRecommends(id);
+    await tx.lockRows('posts', await repository.postsTouchedBy(id, { ownPosts: false }));
+    await repository.moveShare(id, -1, { ownPosts: false });
     await removeAccountNotifications(tx, id); // notifications (CONTRACT §10), before the post stream's events
     // The user's posts go with the cascade: live streams hear of each as deleted, like a DELETE /posts/{id}, by
     // who could see it before this transaction (its follows go with it: see DeletedAccount).

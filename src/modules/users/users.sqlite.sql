@@ -219,7 +219,7 @@ select "posts"."id"
   from "recommends"
   where "user_id" = ?));
 
--- uncountFollowsRepliesAndRecommends
+-- moveShare
 update "users"
   set "follower_count" = "follower_count" - ?
   where "id" in (select "followee_id"
@@ -243,6 +243,41 @@ update "posts"
   set "recommend_count" = "recommend_count" - ?
   where "owner_id" <> ?
   and "id" in (select "post_id"
+  from "recommends"
+  where "user_id" = ?);
+
+-- postsTouchedBy, own posts too
+select "posts"."id"
+  from "posts"
+  where ("posts"."id" in (select "post_id"
+  from "replies"
+  where "author_id" = ?)
+  or "posts"."id" in (select "post_id"
+  from "recommends"
+  where "user_id" = ?));
+
+-- moveShare back, own posts too
+update "users"
+  set "follower_count" = "follower_count" + ?
+  where "id" in (select "followee_id"
+  from "follows"
+  where "follower_id" = ?);
+update "users"
+  set "following_count" = "following_count" + ?
+  where "id" in (select "follower_id"
+  from "follows"
+  where "followee_id" = ?);
+update "posts"
+  set "reply_count" = "reply_count" + (select count(*) as "n"
+  from "replies"
+  where "replies"."post_id" = "posts"."id"
+  and "replies"."author_id" = ?)
+  where "id" in (select "post_id"
+  from "replies"
+  where "author_id" = ?);
+update "posts"
+  set "recommend_count" = "recommend_count" + ?
+  where "id" in (select "post_id"
   from "recommends"
   where "user_id" = ?);
 
