@@ -244,7 +244,10 @@ export interface NotificationMarkersTable {
 
 /** The log notification streams replay, written by triggers on `notifications` (see its migration). */
 export interface NotificationEventsTable {
-  id: number;
+  /** PostgreSQL: from a sequence (unique, not in commit order); SQLite: gapless, from `notification_position`. */
+  id: Generated<number>;
+  /** PostgreSQL: the writing transaction's id (xid8, read as text); SQLite: 0. Events go out in (xid, id) order. */
+  xid: Generated<string | number>;
   kind: 'created' | 'deleted';
   notification_id: number;
   recipient_id: number;

@@ -16,6 +16,8 @@ import * as feedBackfill from './20261127T1510_feed_backfill.js';
 import * as userWords from './20261127T1530_user_words.js';
 import * as postSearchMerge from './20261127T1531_post_search_merge.js';
 import * as streamEventXids from './20261127T1600_stream_event_xids.js';
+import * as notificationEventXids from './20261127T1700_notification_event_xids.js';
+import * as notificationsRecipientCover from './20261127T1710_notifications_recipient_cover.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -39,4 +41,6 @@ export const migrations: Record<string, Migration> = {
   '20261127T1530_user_words': userWords,
   '20261127T1531_post_search_merge': postSearchMerge,
   '20261127T1600_stream_event_xids': streamEventXids,
+  '20261127T1700_notification_event_xids': notificationEventXids,
+  '20261127T1710_notifications_recipient_cover': notificationsRecipientCover,
 };

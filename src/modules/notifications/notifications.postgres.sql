@@ -16,26 +16,30 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in ($4, $5)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = $6))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $4
-  or "posts"."owner_id" = $5
-  or ("posts"."visibility" = $6
+  and (("posts"."visibility" = $7
+  or "posts"."owner_id" = $8
+  or ("posts"."visibility" = $9
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $7)))
+  and "follows"."follower_id" = $10)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $8
+  where "blocks"."blocker_id" = $11
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $9
+  where "blocks"."blocked_id" = $12
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
   order by "notifications"."id" desc
   limit 21;
@@ -56,29 +60,33 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in ($4, $5)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = $6))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $4
-  or "posts"."owner_id" = $5
-  or ("posts"."visibility" = $6
+  and (("posts"."visibility" = $7
+  or "posts"."owner_id" = $8
+  or ("posts"."visibility" = $9
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $7)))
+  and "follows"."follower_id" = $10)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $8
+  where "blocks"."blocker_id" = $11
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $9
+  where "blocks"."blocked_id" = $12
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
-  and "notifications"."id" < $10
-  and "notifications"."type" in ($11, $12)
+  and "notifications"."id" < $13
+  and "notifications"."type" in ($14, $15)
   order by "notifications"."id" desc
   limit 21;
 
@@ -98,28 +106,32 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in ($4, $5)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = $6))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $4
-  or "posts"."owner_id" = $5
-  or ("posts"."visibility" = $6
+  and (("posts"."visibility" = $7
+  or "posts"."owner_id" = $8
+  or ("posts"."visibility" = $9
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $7)))
+  and "follows"."follower_id" = $10)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $8
+  where "blocks"."blocker_id" = $11
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $9
+  where "blocks"."blocked_id" = $12
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
-  and "notifications"."id" = $10;
+  and "notifications"."id" = $13;
 
 -- findVisibleMany
 select "notifications"."id", "notifications"."recipient_id", "notifications"."actor_id", "notifications"."type", "notifications"."post_id", "notifications"."reply_id", "notifications"."created_at"
@@ -137,29 +149,33 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in ($4, $5)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = $6))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $4
-  or "posts"."owner_id" = $5
-  or ("posts"."visibility" = $6
+  and (("posts"."visibility" = $7
+  or "posts"."owner_id" = $8
+  or ("posts"."visibility" = $9
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $7)))
+  and "follows"."follower_id" = $10)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $8
+  where "blocks"."blocker_id" = $11
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $9
+  where "blocks"."blocked_id" = $12
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
-  and "notifications"."id" in ($10, $11)
-  and "notifications"."type" in ($12);
+  and "notifications"."id" in ($13, $14)
+  and "notifications"."type" in ($15);
 
 -- unreadCount
 select count(*) as "n"
@@ -178,28 +194,32 @@ select count(*) as "n"
   where "blocks"."blocked_id" = $3
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in ($4, $5)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = $6))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $4
-  or "posts"."owner_id" = $5
-  or ("posts"."visibility" = $6
+  and (("posts"."visibility" = $7
+  or "posts"."owner_id" = $8
+  or ("posts"."visibility" = $9
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $7)))
+  and "follows"."follower_id" = $10)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $8
+  where "blocks"."blocker_id" = $11
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $9
+  where "blocks"."blocked_id" = $12
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
-  and "notifications"."id" > $10
+  and "notifications"."id" > $13
   order by "notifications"."id"
   limit 1001) as "unread";
 

@@ -10,12 +10,14 @@ import { createNotificationsRepository } from './notifications.repository.js';
 // functions below remove the rest (an account's deletion, an unfollow, a withdrawn recommend, an edit that drops a
 // mention).
 //
-// Lock order. Every insert or delete of a notification bumps the one row of `notification_position` (the stream
-// log's counter, see the migration), which then stays locked until the commit. So that two writers never wait on
-// each other in a circle, that row is taken after the users' and posts' rows a write locks, and before the post
-// stream's counter (`stream_position`): posts record their stream event after their mentions are written, a reply's
-// delete locks its post before the cascade, and an account's deletion removes its notifications before its posts'
-// events are recorded.
+// Lock order. A notification's insert or delete locks no row that other writers share: on PostgreSQL its stream
+// event (a trigger, see 20261127T1700_notification_event_xids.ts) takes its id from a sequence and records its
+// transaction's xid, so notification writers for different users never wait on each other (issue 45; until then
+// every one bumped the one row of `notification_position` and held it to the commit). What a notification write
+// does lock is per row and follows the order every write keeps: the users' rows, then the post's (a reply's or
+// recommend's foreign key takes a share lock on its post; there is none to users, see 20261127T1400), so a reply's
+// delete locks its post before the cascade, and an account's deletion removes its notifications before its posts.
+// On SQLite the single writer orders everything; its events still number from `notification_position`.
 
 /** At most this many users are notified by one post's or reply's mentions: the first distinct names that name users. */
 export const MAX_MENTIONS = 20;

@@ -16,6 +16,10 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = ?
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in (?, ?)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = ?))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
@@ -56,6 +60,10 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = ?
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in (?, ?)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = ?))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
@@ -98,6 +106,10 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = ?
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in (?, ?)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = ?))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
@@ -137,6 +149,10 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   where "blocks"."blocked_id" = ?
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in (?, ?)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = ?))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
@@ -178,6 +194,10 @@ select count(*) as "n"
   where "blocks"."blocked_id" = ?
   and "blocks"."blocker_id" = "notifications"."actor_id")))
   and ("notifications"."post_id" is null
+  or ("notifications"."type" in (?, ?)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = ?))
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"

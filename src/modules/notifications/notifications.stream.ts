@@ -2,14 +2,14 @@ import { PassThrough } from 'node:stream';
 import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fastJson from 'fast-json-stringify';
-import type { Kysely } from 'kysely';
+import { PostgresAdapter, sql, type Kysely } from 'kysely';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Database, NotificationType, Role } from '../../db/types.js';
 import type { Caller } from '../../plugins/auth.js';
 import { AppError } from '../../shared/errors.js';
 import type { Links } from '../../shared/links.js';
 import { hashToken } from '../../shared/tokens.js';
-import { TAG_PATTERN } from '../streams/events.js';
+import { eventId, partsOf, positionOf, readableEvents, START, TAG_PATTERN, type Position } from '../streams/events.js';
 import { MAX_BACKLOG_BYTES, RETRY_AFTER_SECONDS, RETRY_MS, tooManyStreams } from '../streams/hub.js';
 import type { Seat } from '../streams/seats.js';
 import { createNotificationsRepository, type Recipient } from './notifications.repository.js';
@@ -18,9 +18,16 @@ import { toNotification } from './notifications.representation.js';
 
 /**
  * Live notification streams (CONTRACT §10 with §7's rules). Each stream is one recipient's, so it reads its own
- * slice of the log (`notification_events`, written by triggers on `notifications`, ids in commit order without
- * gaps: see the migration) from its cursor, over the `(recipient_id, id)` index: replaying from Last-Event-ID and
- * going on live are the same loop, so there is no hand-over between a catch-up and a pump to get wrong.
+ * slice of the log (`notification_events`, written by triggers on `notifications`) from its cursor, over the
+ * `(recipient_id, xid, id)` index: replaying from Last-Event-ID and going on live are the same loop, so there is no
+ * hand-over between a catch-up and a pump to get wrong.
+ *
+ * Delivery order is the post streams' (src/modules/streams/events.ts, issue 45): (xid, id), and every read takes only
+ * events below the horizon (`readableEvents`), under which no transaction of this database can commit an event any
+ * more. On PostgreSQL an event's id comes from a sequence and its xid is its transaction's, so notification writers
+ * share no row (20261127T1700_notification_event_xids.ts); an event is read only once every transaction that began
+ * writing before its own has ended, so a cursor that went past an event never has one appear before it: no gap, no
+ * duplicate. On SQLite the single writer orders commits: gapless ids from `notification_position`, xid 0.
  *
  * What wakes a stream: a scan of the whole log after `position` (ids and recipients only) finds which recipients
  * have new events. It runs every POLL_MS while a stream is open in this process, so an event written by any
@@ -56,8 +63,8 @@ export interface NotificationSubscriber {
   readonly types: readonly NotificationType[] | undefined;
   readonly caller: { id: number; tokenHash: string };
   seat?: Seat;
-  /** The last event id given to this stream or judged not for it. */
-  cursor: number;
+  /** Where the last event given to this stream or judged not for it stands in delivery order. */
+  cursor: Position;
   readonly out: PassThrough;
   readonly res: ServerResponse;
   lastWrite: number;
@@ -77,7 +84,8 @@ export class NotificationStreams {
   private readonly byRecipient = new Map<number, Set<NotificationSubscriber>>();
   private readonly serialize = fastJson(NotificationSchema as object);
   /** The log has been scanned up to here (only meaningful while a stream is open). */
-  private position = 0;
+  private position: Position = START;
+  private readonly pg: boolean;
   private scanning = false;
   private rescan = false;
   private timers: NodeJS.Timeout[] = [];
@@ -96,6 +104,23 @@ export class NotificationStreams {
   ) {
     this.openGauge = new Gauge({ name: 'corkboard_notification_streams_open', help: 'Notification streams open in this process', registers: [registry] });
     this.sent = new Counter({ name: 'corkboard_notification_stream_events_sent_total', help: 'Events written to notification streams', registers: [registry] });
+    this.pg = db.getExecutor().adapter instanceof PostgresAdapter;
+  }
+
+  /** A position as a row value to compare `(xid, id)` with. */
+  private at(position: Position) {
+    const { xid, id } = partsOf(position);
+    return this.pg ? sql`(${xid}::xid8, ${id}::bigint)` : sql`(${BigInt(xid)}, ${id})`;
+  }
+
+  /** Events readers may take (below the horizon on PostgreSQL), after `position` in delivery order. */
+  private eventsAfter(position: Position) {
+    return this.db
+      .selectFrom('notification_events')
+      .where(readableEvents(this.pg))
+      .where(sql<boolean>`(xid, id) > ${this.at(position)}`)
+      .orderBy('xid')
+      .orderBy('id');
   }
 
   get size(): number {
@@ -109,9 +134,22 @@ export class NotificationStreams {
     this.every(POLL_MS, () => this.kick());
     this.every(PURGE_EVERY_MS, () => {
       const before = new Date(Date.now() - this.options.retentionSeconds * 1000).toISOString();
-      this.transaction(async (db) => {
-        await db.deleteFrom('notification_events').where('created_at', '<', before).execute();
-      }).catch((error: unknown) => this.log.warn({ err: error }, 'purging old notification events failed'));
+      this.purge(before).catch((error: unknown) => this.log.warn({ err: error }, 'purging old notification events failed'));
+    });
+  }
+
+  /**
+   * Deletes the events written before `before` (ISO time), as the post streams' purgeEvents does: every event up to
+   * the newest of those in delivery order, so what is kept is always everything after some event (a `created_at` is
+   * not in delivery order, and a gap would let a resume from a kept id skip a purged one), and never the newest
+   * readable event: it is where the log ends, the id a client is given with `event: reset` and may resume from.
+   */
+  async purge(before: string): Promise<void> {
+    const readable = readableEvents(this.pg);
+    const newest = (old: boolean) =>
+      sql`(select xid, id from notification_events where ${readable}${old ? sql` and created_at < ${before}` : sql``} order by xid desc, id desc limit 1)`;
+    await this.transaction(async (db) => {
+      await sql`delete from notification_events where (xid, id) <= ${newest(true)} and (xid, id) < ${newest(false)}`.execute(db);
     });
   }
 
@@ -121,20 +159,35 @@ export class NotificationStreams {
     this.timers.push(timer);
   }
 
-  private async logEnd(): Promise<{ last: number; tag: string }> {
-    const position = await this.db.selectFrom('notification_position').select(['last_id', 'tag']).where('id', '=', 1).executeTakeFirst();
-    return { last: Number(position?.last_id ?? 0), tag: position?.tag ?? '' };
+  /**
+   * Where the log ends as far as readers may go (the newest event below the horizon), and the id a client is given
+   * for it. An empty log ends where `notification_position` stands: on SQLite the last id handed out (the events of
+   * a log purged before the purge kept the newest), on PostgreSQL the last one handed out before its events took
+   * xids; either with that id's tag (another after a restore).
+   */
+  private async logEnd(): Promise<{ position: Position; clientId: string }> {
+    const last = await this.eventsAfter(START).clearOrderBy().select(['xid', 'id', 'tag']).orderBy('xid', 'desc').orderBy('id', 'desc').limit(1).executeTakeFirst();
+    if (last) {
+      const event = { xid: String(last.xid), id: Number(last.id), tag: last.tag };
+      return { position: positionOf(event.xid, event.id), clientId: eventId(event) };
+    }
+    const start = await this.db.selectFrom('notification_position').select(['last_id', 'tag']).where('id', '=', 1).executeTakeFirst();
+    const id = Number(start?.last_id ?? 0);
+    return { position: positionOf('0', id), clientId: `${id}-${start?.tag ?? ''}` };
   }
 
   /**
-   * Whether `id`-`tag` names an event of this log a stream may go on from: one kept with that tag, or the last one
-   * handed out with that tag. Not after a restore (the number was handed out again, with another tag), nor a number
-   * never handed out, nor one whose events were purged.
+   * Whether the event a client names is one of this log a stream may go on from: one kept with that tag (not limited
+   * to the horizon: a client holds an id only once it was delivered, and the tag is not guessable), or where an empty
+   * log ends. Not after a restore (the number was handed out again, with another tag), nor one never handed out, nor
+   * one whose events were purged.
    */
-  private async resumable(id: number, tag: string, end: { last: number; tag: string }): Promise<boolean> {
-    const kept = await this.db.selectFrom('notification_events').select('tag').where('id', '=', id).executeTakeFirst();
-    if (kept !== undefined) return kept.tag === tag;
-    return end.last === id && end.tag === tag;
+  private async resumable(resume: Resume, end: { position: Position; clientId: string }): Promise<boolean> {
+    if (resume.tag === undefined) return false;
+    const position = positionOf(resume.xid, resume.id);
+    const kept = await this.db.selectFrom('notification_events').select('tag').where(sql<boolean>`(xid, id) = ${this.at(position)}`).executeTakeFirst();
+    if (kept !== undefined) return kept.tag === resume.tag;
+    return end.position === position && end.clientId === eventId({ xid: resume.xid, id: resume.id, tag: resume.tag });
   }
 
   /**
@@ -145,25 +198,25 @@ export class NotificationStreams {
   async add(sub: NotificationSubscriber, resume: Resume | undefined): Promise<void> {
     try {
       const end = await this.logEnd();
-      const resumable = resume?.tag !== undefined && (await this.resumable(resume.id, resume.tag, end));
-      const { last } = end;
+      const resumable = resume !== undefined && (await this.resumable(resume, end));
       if (sub.closed) {
         this.remove(sub);
         return;
       }
       if (this.closed) throw tooManyStreams();
-      // The first stream: scanning starts from here. Nothing can run between this and the registration below, so
-      // an event committed later has a higher id and is scanned; the stream's own first read covers the rest.
-      if (this.subscribers.size === 0) this.position = Math.max(this.position, last);
+      // The first stream: scanning starts from here. Nothing can run between this and the registration below, and an
+      // event not readable when the end was read stands after it (its xid was at or above that horizon), so it is
+      // scanned; the stream's own first read covers the rest.
+      if (this.subscribers.size === 0 && end.position > this.position) this.position = end.position;
       this.subscribers.add(sub);
       let mine = this.byRecipient.get(sub.recipient.id);
       if (!mine) this.byRecipient.set(sub.recipient.id, (mine = new Set()));
       mine.add(sub);
       this.openGauge.set(this.subscribers.size);
       this.write(sub, `retry: ${RETRY_MS}\n\n`);
-      sub.cursor = resume !== undefined && resumable ? resume.id : last;
+      sub.cursor = resume !== undefined && resumable ? positionOf(resume.xid, resume.id) : end.position;
       // The reset carries an id like every event: where the stream goes on from.
-      if (resume !== undefined && !resumable) this.write(sub, `id: ${eventId(last, end.tag)}\nevent: reset\ndata: {}\n\n`);
+      if (resume !== undefined && !resumable) this.write(sub, `id: ${end.clientId}\nevent: reset\ndata: {}\n\n`);
       this.wake(sub);
     } catch (error) {
       this.remove(sub);
@@ -233,15 +286,10 @@ export class NotificationStreams {
 
   private async scan(): Promise<void> {
     for (;;) {
-      const rows = await this.db
-        .selectFrom('notification_events')
-        .select(['id', 'recipient_id'])
-        .where('id', '>', this.position)
-        .orderBy('id')
-        .limit(1000)
-        .execute();
+      const rows = await this.eventsAfter(this.position).select(['xid', 'id', 'recipient_id']).limit(1000).execute();
       if (rows.length === 0) return;
-      this.position = Number(rows[rows.length - 1]!.id);
+      const last = rows[rows.length - 1]!;
+      this.position = positionOf(String(last.xid), Number(last.id));
       for (const row of rows) for (const sub of this.byRecipient.get(Number(row.recipient_id)) ?? []) this.wake(sub);
       if (rows.length < 1000) return;
     }
@@ -267,12 +315,9 @@ export class NotificationStreams {
         sub.again = false;
         for (;;) {
           if (!(await this.room(sub))) return;
-          const events = await this.db
-            .selectFrom('notification_events')
-            .select(['id', 'kind', 'notification_id', 'tag'])
+          const events = await this.eventsAfter(sub.cursor)
+            .select(['xid', 'id', 'kind', 'notification_id', 'tag'])
             .where('recipient_id', '=', sub.recipient.id)
-            .where('id', '>', sub.cursor)
-            .orderBy('id')
             .limit(BATCH)
             .execute();
           if (events.length === 0) break;
@@ -281,14 +326,14 @@ export class NotificationStreams {
           const visible = new Map((await notifications.findVisibleMany(sub.recipient, created, sub.types)).map((row) => [Number(row.id), row]));
           for (const event of events) {
             if (sub.closed) return;
-            const id = Number(event.id);
-            sub.cursor = id;
+            const at = { xid: String(event.xid), id: Number(event.id), tag: event.tag };
+            sub.cursor = positionOf(at.xid, at.id);
             if (event.kind === 'deleted') {
-              this.write(sub, `id: ${eventId(id, event.tag)}\nevent: notification.deleted\ndata: {"id":${Number(event.notification_id)}}\n\n`);
+              this.write(sub, `id: ${eventId(at)}\nevent: notification.deleted\ndata: {"id":${Number(event.notification_id)}}\n\n`);
             } else {
               const row = visible.get(Number(event.notification_id));
               if (!row) continue;
-              this.write(sub, `id: ${eventId(id, event.tag)}\nevent: notification.created\ndata: ${this.serialize(toNotification(row, this.links))}\n\n`);
+              this.write(sub, `id: ${eventId(at)}\nevent: notification.created\ndata: ${this.serialize(toNotification(row, this.links))}\n\n`);
             }
             this.sent.inc();
           }
@@ -340,17 +385,17 @@ export class NotificationStreams {
   }
 }
 
-/** Last-Event-ID: the post streams' format, `<number>-<tag>` or a bare number (answered with a reset). */
-/** The id a client sees, and sends back as Last-Event-ID: the number, then the tag (`41-9f2c4a7be013`). */
-const eventId = (id: number, tag: string): string => `${id}-${tag}`;
-
-/** A Last-Event-ID: the number and the tag (undefined: a bare number, which gets a reset). */
+/**
+ * A Last-Event-ID: the post streams' format (`eventId`: `<xid>.<id>-<tag>`, or `<id>-<tag>` where the xid is 0) read
+ * as the event's xid, id and tag (undefined: a bare number, which gets a reset).
+ */
 interface Resume {
+  xid: string;
   id: number;
   tag: string | undefined;
 }
 
-const LAST_EVENT_ID = new RegExp(`^(0|[1-9][0-9]{0,15})(?:-(${TAG_PATTERN}))?$`);
+const LAST_EVENT_ID = new RegExp(`^(?:(0|[1-9][0-9]{0,18})\\.)?(0|[1-9][0-9]{0,15})(?:-(${TAG_PATTERN}))?$`);
 
 /** Last-Event-ID as a resume point (its syntax was checked by `checkLastEventId` before the handler ran). */
 function lastEventId(request: FastifyRequest): Resume | undefined {
@@ -358,7 +403,7 @@ function lastEventId(request: FastifyRequest): Resume | undefined {
   if (raw === undefined) return undefined;
   const match = LAST_EVENT_ID.exec(Array.isArray(raw) ? raw.join(',') : raw.trim());
   if (!match) throw AppError.badRequest('Last-Event-ID', 'must be the id of an event this stream sent');
-  return { id: Number(match[1]), tag: match[2] };
+  return { xid: match[1] ?? '0', id: Number(match[2]), tag: match[3] };
 }
 
 /**
@@ -380,7 +425,7 @@ export async function openNotificationStream(
     recipient: open.recipient,
     types: open.types,
     caller: { id: open.caller.id, tokenHash: hashToken(token) },
-    cursor: 0,
+    cursor: START,
     out,
     res: reply.raw,
     lastWrite: Date.now(),

@@ -1,11 +1,18 @@
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { CompiledQuery } from 'kysely';
+import { CompiledQuery, Kysely, Migrator, SqliteDialect, sql } from 'kysely';
 import { PUBLIC_URL, buildTestApp, call, testConfig, write } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
-import { backend, sqlitePlan, workerDatabaseUrl } from '../../../test/helpers/database.js';
+import { backend, freshDatabase, sqlitePlan, workerDatabaseUrl } from '../../../test/helpers/database.js';
 import { buildApp } from '../../app.js';
 import { openStore } from '../../db/open.js';
+import { migrations } from '../../db/migrations/index.js';
+import type { Store } from '../../db/store.js';
+import type { Database } from '../../db/types.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { openSse } from '../../../test/helpers/sse.js';
 import { createNotificationsRepository, visibleNotifications } from './notifications.repository.js';
@@ -505,6 +512,27 @@ describe('notifications across blocks, mutes and suspensions (CONTRACT §9, §10
     expect((await call(app, 'DELETE', `/users/${bob.id}/suspension`, { token: admin.token })).statusCode).toBe(200);
     expect(await gists(app, ann)).toEqual([`follow:${bob.id}`]);
   });
+
+  // A reply or a recommend is about the recipient's own post, so the reads skip probing `posts` for it: the one thing
+  // that can hide it is the recipient's own suspension (rule 2), which an admin reading their notifications sees.
+  it('an admin reading a suspended user\'s notifications: those about the user\'s own posts are left out like the posts; a follow is not', async () => {
+    const app = await buildTestApp();
+    const admin = await createAdmin(app);
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const hers = await post(app, ann, { title: 'Ann writes', content: 'Hello' });
+    await follow(app, bob, ann);
+    await recommend(app, bob, hers.id);
+    await replyTo(app, bob, hers.id, 'A reply');
+    const all = await notes(app, ann, '', admin.token);
+    expect(all.map((n) => n.type)).toEqual(['reply', 'recommend', 'follow']);
+    expect((await call(app, 'PUT', `/users/${ann.id}/suspension`, { token: admin.token, body: { reason: 'spam' } })).statusCode).toBe(200);
+    expect((await notes(app, ann, '', admin.token)).map((n) => n.type)).toEqual(['follow']);
+    expect((await call(app, 'GET', `/users/${ann.id}/notifications/${all[1]!.id}`, { token: admin.token })).statusCode).toBe(404);
+    expect((await call(app, 'GET', `/users/${ann.id}/notifications/marker`, { token: admin.token })).json()).toEqual({ lastReadId: 0, unreadCount: 1 });
+    expect((await call(app, 'DELETE', `/users/${ann.id}/suspension`, { token: admin.token })).statusCode).toBe(200);
+    expect((await notes(app, ann, '', admin.token)).map((n) => n.type)).toEqual(['reply', 'recommend', 'follow']);
+  });
 });
 
 describe('notification streams (Accept: text/event-stream)', () => {
@@ -569,10 +597,14 @@ describe('notification streams (Accept: text/event-stream)', () => {
     await resumed.next((e) => e.event === 'notification.created' && JSON.parse(e.data).actorId === live.id);
     const kinds = resumed.events.map((e) => `${e.event}:${JSON.parse(e.data).actorId ?? 'id'}`);
     expect(kinds).toEqual(['notification.deleted:id', `notification.created:${carl.id}`, `notification.created:${live.id}`]);
-    const ids = resumed.events.map((e) => Number(e.id!.split('-')[0]));
-    for (const event of resumed.events) expect(event.id).toMatch(/^[1-9][0-9]*-[0-9a-f]{12}$/);
-    expect(ids).toEqual([...ids].sort((a, b) => a - b));
-    expect(ids[0]).toBeGreaterThan(Number(seen.id!.split('-')[0]));
+    // `<xid>.<id>-<tag>` on PostgreSQL, `<id>-<tag>` on SQLite (xid 0); increasing as (xid, id).
+    for (const event of resumed.events) expect(event.id).toMatch(backend === 'postgres' ? /^[1-9][0-9]*\.[1-9][0-9]*-[0-9a-f]{12}$/ : /^[1-9][0-9]*-[0-9a-f]{12}$/);
+    const order = (id: string) => {
+      const [xid, n] = id.split('-')[0]!.includes('.') ? id.split('-')[0]!.split('.') : ['0', id.split('-')[0]!];
+      return BigInt(xid!) * 2n ** 64n + BigInt(n!);
+    };
+    const ids = [seen.id!, ...resumed.events.map((e) => e.id!)].map(order);
+    for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true);
   });
 
   it('an id it cannot resume from gets event: reset (with the id it goes on from); a malformed one is a 400', async () => {
@@ -580,10 +612,11 @@ describe('notification streams (Accept: text/event-stream)', () => {
     const ann = await signUp(app);
     const bob = await signUp(app);
     await follow(app, bob, ann);
-    const end = await app.db.selectFrom('notification_position').select(['last_id', 'tag']).executeTakeFirstOrThrow();
-    const here = `${Number(end.last_id)}-${end.tag}`;
+    const end = await app.db.selectFrom('notification_events').select(['xid', 'id', 'tag']).orderBy('xid', 'desc').orderBy('id', 'desc').executeTakeFirstOrThrow();
+    const xid = String(end.xid) === '0' ? '' : `${String(end.xid)}.`;
+    const here = `${xid}${Number(end.id)}-${end.tag}`;
     // Never issued; a known number with another tag (as after a restore); a bare number (no tag).
-    for (const lastEventId of [`${Number(end.last_id) + 100}-${end.tag}`, `${Number(end.last_id)}-000000000000`, String(end.last_id)]) {
+    for (const lastEventId of [`${xid}${Number(end.id) + 100}-${end.tag}`, `${xid}${Number(end.id)}-000000000000`, `${xid}${Number(end.id)}`]) {
       const stream = await openSse(base, `/users/${ann.id}/notifications`, { token: ann.token, lastEventId });
       onTestFinished(() => stream.close());
       expect(await stream.next((e) => e.event === 'reset')).toEqual({ id: here, event: 'reset', data: '{}' });
@@ -632,6 +665,47 @@ describe('notification streams (Accept: text/event-stream)', () => {
     await stream.ended(5000);
   });
 
+  // Issue 45: every insert or delete of a notification used to bump the one row of `notification_position`, locked
+  // until its commit, so a second writer, for any user, waited for the first. Now nothing shared is locked: the second
+  // commits while the first is open, and streams hold its event back until the first has ended (the horizon).
+  it.runIf(backend === 'postgres')('PostgreSQL: notifications for two users commit with no lock wait between them; streams wait for the horizon', async () => {
+    const { app, base } = await listening();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const carl = await signUp(app);
+    const stream = await openSse(base, `/users/${bob.id}/notifications`, { token: bob.token });
+    onTestFinished(() => stream.close());
+    let release!: () => void;
+    const open = new Promise<void>((resolve) => (release = resolve));
+    let written!: () => void;
+    const inside = new Promise<void>((resolve) => (written = resolve));
+    const first = app.store.transaction(async (tx) => {
+      await createNotificationsRepository(tx.db).insert([{ recipient_id: ann.id, actor_id: carl.id, type: 'follow' }]);
+      written();
+      await open;
+    });
+    await inside;
+    // The service's own follow, notifying another user, while the first transaction holds its event uncommitted.
+    const second = call(app, 'POST', `/users/${bob.id}/followers`, { token: carl.token, body: { id: carl.id } });
+    const timeout = new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 5_000).unref());
+    const answer = await Promise.race([second, timeout]);
+    if (answer === 'waited') release();
+    expect(answer).not.toBe('waited');
+    if (answer === 'waited') return;
+    expect(answer.statusCode).toBe(201);
+    // Committed, but above the horizon (the first transaction, older, is still open): not sent yet, over several scans.
+    expect((await app.db.selectFrom('notification_events').select('recipient_id').execute()).map((row) => Number(row.recipient_id))).toEqual([bob.id]);
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(stream.events.filter((e) => e.event.startsWith('notification.'))).toEqual([]);
+    release();
+    await first;
+    const event = await stream.next((e) => e.event === 'notification.created');
+    expect(JSON.parse(event.data)).toMatchObject({ type: 'follow', actorId: carl.id });
+    // Both in the log in (xid, id) order: the first transaction's xid is the older, though it committed second.
+    const log = await app.db.selectFrom('notification_events').select(['recipient_id']).orderBy('xid').orderBy('id').execute();
+    expect(log.map((row) => Number(row.recipient_id))).toEqual([ann.id, bob.id]);
+  });
+
   it.skipIf(backend !== 'postgres')('across processes: a notification written through one process reaches a stream held by another', async () => {
     const { app, base } = await listening();
     const { rows } = await app.db.executeQuery<{ schema: string }>(CompiledQuery.raw('select current_schema() as schema'));
@@ -659,13 +733,15 @@ describe('notification streams (Accept: text/event-stream)', () => {
     const p = await publish(app, ann, 'hello');
     await replyTo(app, bob, p.id, 'hi');
     expect((await call(app, 'DELETE', `/posts/${p.id}`, { token: ann.token })).statusCode).toBe(200);
-    const log = await app.db.selectFrom('notification_events').select(['id', 'kind', 'recipient_id']).orderBy('id').execute();
+    const log = await app.db.selectFrom('notification_events').select(['id', 'kind', 'recipient_id']).orderBy('xid').orderBy('id').execute();
     expect(log.map((row) => ({ id: Number(row.id), kind: row.kind, recipient: Number(row.recipient_id) }))).toEqual([
       { id: 1, kind: 'created', recipient: ann.id },
       { id: 2, kind: 'created', recipient: ann.id },
       { id: 3, kind: 'deleted', recipient: ann.id },
     ]);
-    expect(Number((await app.db.selectFrom('notification_position').select('last_id').executeTakeFirstOrThrow()).last_id)).toBe(3);
+    // SQLite numbers from the position row; PostgreSQL leaves it alone (a sequence and the xid order the log).
+    const position = Number((await app.db.selectFrom('notification_position').select('last_id').executeTakeFirstOrThrow()).last_id);
+    expect(position).toBe(backend === 'postgres' ? 0 : 3);
   });
 
   it('the log of a post naming several users: one created event each, numbered on from the position without gaps', async () => {
@@ -677,14 +753,74 @@ describe('notification streams (Accept: text/event-stream)', () => {
     await follow(app, bob, ann);
     await publish(app, ann, `@${bob.username} @${carl.username} @${dora.username}`);
     await follow(app, carl, ann);
-    const log = await app.db.selectFrom('notification_events').select(['id', 'kind', 'notification_id', 'recipient_id', 'tag']).orderBy('id').execute();
+    const log = await app.db.selectFrom('notification_events').select(['id', 'kind', 'notification_id', 'recipient_id', 'tag']).orderBy('xid').orderBy('id').execute();
     const rows = await app.db.selectFrom('notifications').select(['id', 'recipient_id']).orderBy('id').execute();
     expect(log.map((row) => Number(row.id))).toEqual([1, 2, 3, 4, 5]);
     expect(log.every((row) => row.kind === 'created')).toBe(true);
     expect(log.map((row) => [Number(row.notification_id), Number(row.recipient_id)])).toEqual(rows.map((row) => [Number(row.id), Number(row.recipient_id)]));
     expect(log.map((row) => Number(row.recipient_id))).toEqual([ann.id, bob.id, carl.id, dora.id, ann.id]);
     const end = await app.db.selectFrom('notification_position').select(['last_id', 'tag']).executeTakeFirstOrThrow();
-    expect(Number(end.last_id)).toBe(5);
-    expect(end.tag).toBe(log[4]!.tag);
+    if (backend === 'sqlite') {
+      expect(Number(end.last_id)).toBe(5);
+      expect(end.tag).toBe(log[4]!.tag);
+    } else {
+      expect(Number(end.last_id)).toBe(0);
+    }
+  });
+});
+
+describe('the notification log migration (20261127T1700)', () => {
+  /** A database at the schema before it, with two notifications for user 2 logged by the old trigger (ids 1, 2). */
+  async function storeBefore(): Promise<Store> {
+    const names = Object.keys(migrations).sort();
+    const previous = names[names.indexOf('20261127T1700_notification_event_xids') - 1]!;
+    const rows = async (db: Kysely<Database>) => {
+      const at = new Date().toISOString();
+      await db.insertInto('notifications').values([1, 3].map((actor) => ({ recipient_id: 2, actor_id: actor, type: 'follow' as const, post_id: null, reply_id: null, created_at: at }))).execute();
+    };
+    const migrateTo = async (db: Kysely<Database>, schema?: string) => {
+      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) });
+      const { error } = await migrator.migrateTo(previous);
+      if (error) throw error;
+    };
+    if (backend === 'sqlite') {
+      const file = join(tmpdir(), `corkboard-notification-log-${process.pid}-${Date.now()}.db`);
+      onTestFinished(() => ['', '-wal', '-shm'].forEach((suffix) => rmSync(file + suffix, { force: true })));
+      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new SQLite(file) }) });
+      await migrateTo(db);
+      await rows(db);
+      await db.destroy();
+      return openStore(`sqlite:${file}`);
+    }
+    const { store, drop } = await freshDatabase();
+    onTestFinished(drop);
+    const { rows: [current] } = await sql<{ schema: string }>`select current_schema() as schema`.execute(store.db);
+    await migrateTo(store.db, current!.schema);
+    await rows(store.db);
+    return store;
+  }
+
+  it('keeps the events already logged (their ids resume), and numbers new ones after them', async () => {
+    const store = await storeBefore();
+    const old = await store.db.selectFrom('notification_events').select(['id', 'tag']).orderBy('id').execute();
+    expect(old.map((row) => Number(row.id))).toEqual([1, 2]);
+    const app = await buildApp(testConfig(), { store, logger: false });
+    onTestFinished(() => app.close());
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    // Users 1 to 3 (the notifications above name ids 1 to 3), the recipient being user 2.
+    const [ann, bob] = [await signUp(app), await signUp(app)];
+    expect(bob.id).toBe(2);
+    const kept = await app.db.selectFrom('notification_events').select(['xid', 'id', 'tag']).orderBy('xid').orderBy('id').execute();
+    expect(kept.map((row) => [String(row.xid), Number(row.id), row.tag])).toEqual(old.map((row) => ['0', Number(row.id), row.tag]));
+    // Resuming from the first old event: the second, then a new one, no reset.
+    const stream = await openSse(`http://127.0.0.1:${port}`, `/users/${bob.id}/notifications`, { token: bob.token, lastEventId: `1-${old[0]!.tag}` });
+    onTestFinished(() => stream.close());
+    await follow(app, ann, bob);
+    await stream.next((e) => e.event === 'notification.created' && JSON.parse(e.data).actorId === ann.id);
+    const ids = stream.events.map((e) => e.id!);
+    expect(stream.events.map((e) => e.event)).toEqual(['notification.created', 'notification.created']);
+    expect(ids[0]).toBe(`2-${old[1]!.tag}`);
+    expect(ids[1]).toMatch(backend === 'postgres' ? /^[1-9][0-9]*\.3-[0-9a-f]{12}$/ : /^3-[0-9a-f]{12}$/);
   });
 });

@@ -14,7 +14,7 @@ export const EVENTS_CHANNEL = 'corkboard_stream_events';
 export type Position = string;
 export const positionOf = (xid: string, id: number): Position => `${xid.padStart(20, '0')}:${String(id).padStart(16, '0')}`;
 export const START: Position = positionOf('0', 0);
-const partsOf = (position: Position): { xid: string; id: number } => {
+export const partsOf = (position: Position): { xid: string; id: number } => {
   const [xid, id] = position.split(':') as [string, string];
   return { xid: BigInt(xid).toString(), id: Number(id) };
 };
@@ -305,9 +305,14 @@ export async function ownerRelations(db: Kysely<Database>, ownerId: number, cand
  */
 export async function adoptRestoredLog(db: Kysely<Database>): Promise<number> {
   if (!(db.getExecutor().adapter instanceof PostgresAdapter)) return 0;
-  const result = await sql`update stream_events set xid = '0', tag = substr(md5(random()::text || clock_timestamp()::text), 1, 12)
-    where xid <> '0' and exists (select 1 from stream_events where xid >= pg_snapshot_xmax(pg_current_snapshot()))`.execute(db);
-  return Number(result.numAffectedRows ?? 0);
+  let adopted = 0;
+  // The notification log (20261127T1700) is ordered the same way, so a restore moves it the same way.
+  for (const log of ['stream_events', 'notification_events'] as const) {
+    const result = await sql`update ${sql.table(log)} set xid = '0', tag = substr(md5(random()::text || clock_timestamp()::text), 1, 12)
+      where xid <> '0' and exists (select 1 from ${sql.table(log)} where xid >= pg_snapshot_xmax(pg_current_snapshot()))`.execute(db);
+    adopted += Number(result.numAffectedRows ?? 0);
+  }
+  return adopted;
 }
 
 /**
@@ -330,13 +335,16 @@ export async function adoptRestoredLog(db: Kysely<Database>): Promise<number> {
  * pg_stat_activity is kept, so the horizon can step back briefly; readers never go back (they read after where they
  * are), and `resumable` does not depend on it.
  */
-const HORIZON = sql`(select coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
+export const HORIZON = sql`(select coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
   from pg_snapshot_xip(pg_current_snapshot()) as x
   where not exists (select 1 from pg_stat_activity a
     where a.backend_xid = xid(x) and a.datid <> (select oid from pg_database where datname = current_database())))`;
 
-/** Events readers may take: on PostgreSQL those below the horizon, whose transactions, and all before them, ended. */
-const readableEvents = (pg: boolean) => (pg ? sql<boolean>`xid < ${HORIZON}` : sql<boolean>`1 = 1`);
+/**
+ * Events readers may take: on PostgreSQL those below the horizon, whose transactions, and all before them, ended.
+ * Also the notification log's (notifications.stream.ts), whose rows carry an `xid` the same way.
+ */
+export const readableEvents = (pg: boolean) => (pg ? sql<boolean>`xid < ${HORIZON}` : sql<boolean>`1 = 1`);
 
 /**
  * Deletes the events written before `before` (ISO time), in a transaction of its own: every event up to the newest
