@@ -4,7 +4,7 @@ import { backend, freshDatabase } from '../../test/helpers/database.js';
 import { createBlocksRepository, blockBetween } from '../modules/blocks/blocks.repository.js';
 import { createFeedRepository } from '../modules/feed/feed.repository.js';
 import { FEED_PROBED_POSTS, createFollowersRepository } from '../modules/followers/followers.repository.js';
-import { createNotificationsRepository } from '../modules/notifications/notifications.repository.js';
+import { createNotificationsRepository, findMayBeTold, insertNotifications } from '../modules/notifications/notifications.repository.js';
 import { createPostsRepository, findCallerAndReadablePost, findReadablePost } from '../modules/posts/posts.repository.js';
 import { indexPost } from '../modules/search/search.repository.js';
 import { parsePostQuery, parseUserQuery } from '../modules/search/search.query.js';
@@ -240,13 +240,14 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['marker', () => notifications.marker(ids.alice)],
       ['advanceMarker', () => undone((db) => createNotificationsRepository(db).advanceMarker(ids.alice, 1))],
       ['insert', () => undone((db) => createNotificationsRepository(db).insert([{ recipient_id: ids.alice, actor_id: ids.carol, type: 'recommend', post_id: ids.publicPost }]))],
+      ['insertNotifications', () => undone((_db, tx) => insertNotifications(tx, [{ recipient_id: ids.alice, actor_id: ids.carol, type: 'recommend', post_id: ids.publicPost }, { recipient_id: ids.bob, actor_id: ids.carol, type: 'follow' }]))],
       ['mentioned', () => notifications.mentioned(ids.publicPost, undefined)],
       ['removeMentions', () => undone((db) => createNotificationsRepository(db).removeMentions(ids.publicPost, undefined, [ids.bob]))],
       ['remove', () => undone((db) => createNotificationsRepository(db).remove({ type: 'follow', recipientId: ids.alice, actorId: ids.bob }))],
       ['removeFollows', () => undone((db) => createNotificationsRepository(db).removeFollows([{ recipientId: ids.alice, actorId: ids.bob }, { recipientId: ids.bob, actorId: ids.alice }]))],
       ['usersByKey', () => notifications.usersByKey(['alice', 'bob'])],
-      ['mayBeTold, by names', () => notifications.mayBeTold(ids.publicPost, ids.alice, { names: ['bob', 'carol'] })],
-      ['mayBeTold, by ids', () => notifications.mayBeTold(ids.publicPost, ids.alice, { ids: [ids.bob] })],
+      ['findMayBeTold, by names', () => undone((_db, tx) => findMayBeTold(tx, ids.publicPost, ids.alice, { names: ['bob', 'carol'] }))],
+      ['findMayBeTold, by ids', () => undone((_db, tx) => findMayBeTold(tx, ids.publicPost, ids.alice, { ids: [ids.bob] }))],
       ['shutOut', () => notifications.shutOut(ids.bob, [ids.alice, ids.carol])],
       ['ownerOf', () => notifications.ownerOf(ids.publicPost)],
       ['removeAccount', () => undone((db) => createNotificationsRepository(db).removeAccount(ids.bob))],

@@ -1,7 +1,9 @@
 import { sql, type Kysely } from 'kysely';
+import { plain, prepare, type Prepared } from '../../db/prepared.js';
+import type { PlainStatement, Tx } from '../../db/store.js';
 import type { Database, NotificationRow, NotificationType, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { actorHeardBy, mayBeTold, visibleTo } from '../../shared/visibility.js';
+import { actorHeardBy, compileQuery, mayBeTold, visibleTo } from '../../shared/visibility.js';
 
 /** Whose notifications are read: the recipient (with their role, which decides what posts they may see). */
 export interface Recipient {
@@ -140,7 +142,8 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .execute();
     },
 
-    async insert(rows: ReadonlyArray<{ recipient_id: number; actor_id: number; type: NotificationType; post_id?: number; reply_id?: number }>): Promise<void> {
+    /** Any number of rows through the builder (test set-up); the services write through `insertNotifications`. */
+    async insert(rows: readonly NewNotification[]): Promise<void> {
       if (rows.length === 0) return;
       const created_at = new Date().toISOString();
       await db
@@ -190,16 +193,6 @@ export function createNotificationsRepository(db: Kysely<Database>) {
       return new Map(rows.map((row) => [row.username_key, Number(row.id)]));
     },
 
-    /**
-     * Of the users named (by username key) or given (by id) in `who`, those who may be told about the post now, as
-     * `actorId`'s doing (`mayBeTold`): one statement for all of them; no order.
-     */
-    mayBeTold(postId: number, actorId: number, who: { names: readonly string[] } | { ids: readonly number[] }): Promise<Array<{ id: number; username_key: string }>> {
-      let query = db.selectFrom(['users', 'posts']).select(['users.id', 'users.username_key']).where('posts.id', '=', postId).where(mayBeTold(actorId));
-      query = 'names' in who ? query.where('users.username_key', 'in', who.names) : query.where('users.id', 'in', who.ids);
-      return query.execute();
-    },
-
     /** Which of `recipients` must not hear of `actorId`: a block either way, or they mute the actor (one statement). */
     async shutOut(actorId: number, recipients: readonly number[]): Promise<Set<number>> {
       const shut = await db
@@ -240,3 +233,79 @@ export function createNotificationsRepository(db: Kysely<Database>) {
 }
 
 export type NotificationsRepository = ReturnType<typeof createNotificationsRepository>;
+
+export interface NewNotification {
+  recipient_id: number;
+  actor_id: number;
+  type: NotificationType;
+  post_id?: number;
+  reply_id?: number;
+}
+
+// The two statements of a notifying write (a post's or reply's mentions above all: one of each for up to
+// MAX_MENTIONS users) are plain texts run with `Tx.query` (db/prepared.ts), kept per shape: building either through
+// Kysely, a judgement of 20 users or a 20-row insert, cost several times what the database does to answer it.
+// Their number is bounded: a shape per count of users, and a write names at most MAX_MENTIONS (a follow, a reply
+// and a recommend, one).
+
+/** Values the compiled judgement carries in place of a run's: the post, the actor, each user in turn. */
+const POST_MARK = -7_340_101;
+const ACTOR_MARK = -7_340_102;
+const USER_MARK = -7_340_103;
+
+const judgements = new Map<string, Prepared>();
+
+/** `mayBeTold` over `count` users named by username key or given by id, compiled from the builder once per shape. */
+function judgement(by: 'names' | 'ids', count: number): Prepared {
+  const key = `${by} ${count}`;
+  let prepared = judgements.get(key);
+  if (prepared === undefined) {
+    const users = Array.from({ length: count }, () => USER_MARK);
+    prepared = prepare(
+      compileQuery((db) => {
+        const query = db.selectFrom(['users', 'posts']).select(['users.id', 'users.username_key']).where('posts.id', '=', POST_MARK).where(mayBeTold(ACTOR_MARK));
+        return by === 'names' ? query.where('users.username_key', 'in', users as unknown as string[]) : query.where('users.id', 'in', users);
+      }),
+    );
+    judgements.set(key, prepared);
+  }
+  return prepared;
+}
+
+/**
+ * Of the users named (by username key) or given (by id) in `who`, those who may be told about the post now, as
+ * `actorId`'s doing (`mayBeTold`, src/shared/visibility.ts): one statement for all of them; no order.
+ */
+export async function findMayBeTold(
+  tx: Tx,
+  postId: number,
+  actorId: number,
+  who: { names: readonly string[] } | { ids: readonly number[] },
+): Promise<Array<{ id: number; username_key: string }>> {
+  const users: readonly (string | number)[] = 'names' in who ? who.names : who.ids;
+  if (users.length === 0) return [];
+  const { statement, parameters } = judgement('names' in who ? 'names' : 'ids', users.length);
+  let next = 0;
+  const values = parameters.map((value) => (value === POST_MARK ? postId : value === ACTOR_MARK ? actorId : value === USER_MARK ? users[next++] : value));
+  return tx.query(statement, values);
+}
+
+const NOTIFICATION_ROW = '(?, ?, ?, ?, ?, ?)';
+const inserts = new Map<number, PlainStatement>();
+
+/** Writes notifications, in the order given (their ids follow it), all with one statement and one `created_at`. */
+export async function insertNotifications(tx: Tx, rows: readonly NewNotification[]): Promise<void> {
+  if (rows.length === 0) return;
+  let statement = inserts.get(rows.length);
+  if (statement === undefined) {
+    statement = plain(
+      `insert into notifications (recipient_id, actor_id, type, post_id, reply_id, created_at) values ${Array.from(rows, () => NOTIFICATION_ROW).join(', ')}`,
+    );
+    inserts.set(rows.length, statement);
+  }
+  const createdAt = new Date().toISOString();
+  await tx.query(
+    statement,
+    rows.flatMap((row) => [row.recipient_id, row.actor_id, row.type, row.post_id ?? null, row.reply_id ?? null, createdAt]),
+  );
+}

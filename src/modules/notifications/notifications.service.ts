@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Tx } from '../../db/store.js';
 import type { Database, NotificationType, PostRow, ReplyRow } from '../../db/types.js';
 import { usernameKey } from '../users/users.repository.js';
-import { createNotificationsRepository } from './notifications.repository.js';
+import { createNotificationsRepository, findMayBeTold, insertNotifications } from './notifications.repository.js';
 
 // Notifications are written inside the transaction of the write that causes them (CONTRACT §10): the services of
 // follows, replies, recommends and posts call these with their `tx`, so a write that rolls back leaves none.
@@ -52,10 +52,10 @@ async function mentionedUsers(db: Kysely<Database>, names: readonly string[]): P
  * `actorId`'s doing (`mayBeTold`: they may see the post, no block stands between them and the actor, they do not
  * mute the actor), in the order of `who`. One statement for all of them, whatever their number.
  */
-async function mayBeToldAmong(db: Kysely<Database>, postId: number, actorId: number, who: { names: readonly string[] } | { ids: readonly number[] }): Promise<number[]> {
+async function mayBeToldAmong(tx: Tx, postId: number, actorId: number, who: { names: readonly string[] } | { ids: readonly number[] }): Promise<number[]> {
   const order = 'names' in who ? who.names : who.ids;
   if (order.length === 0) return [];
-  const rows = await createNotificationsRepository(db).mayBeTold(postId, actorId, who);
+  const rows = await findMayBeTold(tx, postId, actorId, who);
   const found = new Map(rows.map((row) => ['names' in who ? row.username_key : Number(row.id), Number(row.id)] as const));
   return order.flatMap((key) => found.get(key) ?? []);
 }
@@ -104,8 +104,9 @@ async function syncMentions(
     }
     who = { ids: ids.filter((id) => !already.has(id)) };
   }
-  const told = (await mayBeToldAmong(tx.db, about.postId, about.authorId, who)).filter((id) => !skipped(id) && !already.has(id));
-  await notifications.insert(
+  const told = (await mayBeToldAmong(tx, about.postId, about.authorId, who)).filter((id) => !skipped(id) && !already.has(id));
+  await insertNotifications(
+    tx,
     told.map((id) => ({
       recipient_id: id,
       actor_id: about.authorId,
@@ -119,7 +120,7 @@ async function syncMentions(
 /** `followerId` followed `followeeId` (never oneself: the route refuses that). */
 export async function notifyFollow(tx: Tx, followerId: number, followeeId: number): Promise<void> {
   if (!(await hearers(tx.db, followerId, [followeeId])).has(followeeId)) return;
-  await createNotificationsRepository(tx.db).insert([{ recipient_id: followeeId, actor_id: followerId, type: 'follow' }]);
+  await insertNotifications(tx, [{ recipient_id: followeeId, actor_id: followerId, type: 'follow' }]);
 }
 
 /** The follows ended: their `follow` notifications go, all in one statement. */
@@ -131,8 +132,8 @@ export async function unnotifyFollows(tx: Tx, follows: readonly { followeeId: nu
 export async function notifyRecommend(tx: Tx, userId: number, postId: number): Promise<void> {
   const owner = await createNotificationsRepository(tx.db).ownerOf(postId);
   if (!owner || owner.id === userId) return;
-  if ((await mayBeToldAmong(tx.db, postId, userId, { ids: [owner.id] })).length === 0) return;
-  await createNotificationsRepository(tx.db).insert([{ recipient_id: owner.id, actor_id: userId, type: 'recommend', post_id: postId }]);
+  if ((await mayBeToldAmong(tx, postId, userId, { ids: [owner.id] })).length === 0) return;
+  await insertNotifications(tx, [{ recipient_id: owner.id, actor_id: userId, type: 'recommend', post_id: postId }]);
 }
 
 export async function unnotifyRecommend(tx: Tx, userId: number, postId: number): Promise<void> {
@@ -148,9 +149,9 @@ export async function unnotifyRecommend(tx: Tx, userId: number, postId: number):
 export async function notifyReply(tx: Tx, reply: ReplyRow): Promise<void> {
   const owner = await createNotificationsRepository(tx.db).ownerOf(reply.post_id);
   if (!owner) return;
-  if (owner.id !== reply.author_id && (await mayBeToldAmong(tx.db, reply.post_id, reply.author_id, { ids: [owner.id] })).length > 0) {
+  if (owner.id !== reply.author_id && (await mayBeToldAmong(tx, reply.post_id, reply.author_id, { ids: [owner.id] })).length > 0) {
     const row = { recipient_id: owner.id, actor_id: reply.author_id, type: 'reply' as NotificationType, post_id: reply.post_id, reply_id: reply.id };
-    await createNotificationsRepository(tx.db).insert([row]);
+    await insertNotifications(tx, [row]);
   }
   await syncMentions(tx, { postId: reply.post_id, replyId: reply.id, authorId: reply.author_id, texts: [reply.content], exclude: owner.id, excludeKey: owner.key, fresh: true });
 }

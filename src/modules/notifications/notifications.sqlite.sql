@@ -239,6 +239,10 @@ insert into "notification_markers" ("user_id", "last_read_id")
 insert into "notifications" ("post_id", "reply_id", "recipient_id", "actor_id", "type", "created_at")
   values (?, ?, ?, ?, ?, ?);
 
+-- insertNotifications
+insert into notifications (recipient_id, actor_id, type, post_id, reply_id, created_at)
+  values (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?);
+
 -- mentioned
 select "recipient_id"
   from "notifications"
@@ -275,7 +279,7 @@ select "id", "username_key"
   from "users"
   where "username_key" in (?, ?);
 
--- mayBeTold, by names
+-- findMayBeTold, by names
 select "users"."id", "users"."username_key"
   from "users", "posts"
   where "posts"."id" = ?
@@ -315,7 +319,7 @@ select "users"."id", "users"."username_key"
   and "blocks"."blocker_id" = "posts"."owner_id"))))))
   and "users"."username_key" in (?, ?);
 
--- mayBeTold, by ids
+-- findMayBeTold, by ids
 select "users"."id", "users"."username_key"
   from "users", "posts"
   where "posts"."id" = ?

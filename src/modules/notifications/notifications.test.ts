@@ -218,10 +218,17 @@ describe('notifications', () => {
     const users: TestUser[] = [];
     for (let i = 0; i < 22; i++) users.push(await signUp(app));
     const names = ['@nobody_here_1', '@nobody_here_2', ...users.map((u) => `@${u.username}`)];
-    await post(app, author, { title: 'many', content: names.join(' ') });
+    const p = await post(app, author, { title: 'many', content: names.join(' ') });
     for (const [i, user] of users.entries()) {
       expect({ i, told: (await stored(app, user.id)).length }).toEqual({ i, told: i < 20 ? 1 : 0 });
     }
+    // Written in the order named (one statement for all of them): their ids follow the text.
+    const rows = await app.db.selectFrom('notifications').select('recipient_id').where('post_id', '=', p.id).orderBy('id').execute();
+    expect(rows.map((row) => Number(row.recipient_id))).toEqual(users.slice(0, 20).map((u) => u.id));
+    // The same within the limit (the names judged in the one statement, no lookup first).
+    const few = await post(app, author, { title: 'few', content: users.slice(0, 20).reverse().map((u) => `@${u.username}`).join(' ') });
+    const fewRows = await app.db.selectFrom('notifications').select('recipient_id').where('post_id', '=', few.id).orderBy('id').execute();
+    expect(fewRows.map((row) => Number(row.recipient_id))).toEqual(users.slice(0, 20).reverse().map((u) => u.id));
   });
 
   it('none about a post the mentioned user may not see; a follower of a followers-only post is told', async () => {
