@@ -198,21 +198,16 @@ export async function searchPage<Row extends { id: number }>(
     // A power of two, so that the statement texts (the window's LIMIT is in them) are few.
     size = Math.min(max, 2 ** Math.ceil(Math.log2((2 * (limit + 1 - rows.length) * size) / found.length)));
   }
-  // The index's matches below the windows, newest first, a batch at a time. Written so that a generic plan (the
-  // statement is prepared; PostgreSQL may plan it once for any words) is the GIN index's bitmap: `+ 0` keeps the
-  // bound out of the index conditions (ANDed with a range of the primary key it read every row below the bound).
+  // The windows found no page. A word they missed is rare, unless it is common in older posts only: then listing
+  // the index's matches would read all of them (hundreds of thousands, seconds) to keep a page. PostgreSQL's own
+  // statistics tell the two apart (`commonShare`): a query common enough is walked along the primary key instead.
+  const walk = ownerId === undefined && (await commonShare(db, terms)) >= COMMON_SHARE;
+  const step = walk ? WALK_BATCH : batchSize;
   for (;;) {
-    let batch = db
-      .selectFrom('post_search')
-      .select('post_search.post_id')
-      .where(sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`)
-      .orderBy('post_search.post_id', 'desc')
-      .limit(sql.lit(batchSize));
-    if (below !== undefined) batch = batch.where(sql<SqlBool>`post_search.post_id + 0 < ${below}`);
-    const ids = (await batch.execute()).map((r) => Number(r.post_id));
+    const ids = (await (walk ? walkedMatches(db, terms, below) : listedMatches(db, terms, below, batchSize))).map((r) => Number(r.post_id));
     if (ids.length === 0) break;
     rows.push(...(await read({ ids, ownerId })));
-    if (rows.length > limit || ids.length < batchSize) break;
+    if (rows.length > limit || ids.length < step) break;
     below = ids[ids.length - 1];
   }
   return rows.slice(0, limit + 1);
@@ -220,6 +215,72 @@ export async function searchPage<Row extends { id: number }>(
 
 /** How many of the index's matches a search page takes at a time once past the windows. */
 const INDEX_BATCH = 500;
+
+/**
+ * The index's matches below `below`, newest first, a batch at a time. Written so that a generic plan (the statement
+ * is prepared; PostgreSQL may plan it once for any words) is the GIN index's bitmap: `+ 0` keeps the bound out of the
+ * index conditions (ANDed with a range of the primary key it read every row below the bound).
+ */
+function listedMatches(db: Kysely<Database>, terms: readonly SearchTerm[], below: number | undefined, batchSize: number) {
+  let batch = db
+    .selectFrom('post_search')
+    .select('post_search.post_id')
+    .where(sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`)
+    .orderBy('post_search.post_id', 'desc')
+    .limit(sql.lit(batchSize));
+  if (below !== undefined) batch = batch.where(sql<SqlBool>`post_search.post_id + 0 < ${below}`);
+  return batch.execute();
+}
+
+/**
+ * The matches below `below`, newest first, found by walking the primary key backwards and testing each entry: for a
+ * query in at least COMMON_SHARE of the posts, about WALK_BATCH ÷ that share entries. The match under IS TRUE is no
+ * index condition, so even a generic plan cannot take the GIN index's list of every match.
+ */
+function walkedMatches(db: Kysely<Database>, terms: readonly SearchTerm[], below: number | undefined) {
+  let walk = db
+    .selectFrom('post_search')
+    .select('post_search.post_id')
+    .where((eb) => eb(eb.parens(sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`), 'is', sql.lit(true)))
+    .orderBy('post_search.post_id', 'desc')
+    .limit(sql.lit(WALK_BATCH));
+  if (below !== undefined) walk = walk.where('post_search.post_id', '<', below);
+  return walk.execute();
+}
+
+/** A query in at least this share of the posts is walked, not listed (see `searchPage`). */
+export const COMMON_SHARE = 0.01;
+const WALK_BATCH = 128;
+const STATS_MAX_AGE_MS = 60_000;
+
+/**
+ * The share of posts estimated to match `terms` from PostgreSQL's statistics of `post_search.words` (its most common
+ * lexemes and their shares, as ANALYZE left them): the product of the shares of its words, each term a single plain
+ * word; 0 (rare) when any word is not among the most common or any term is a phrase or a prefix, whose share the
+ * statistics do not give. Exclusions do not count. Read at most once a minute per pool.
+ */
+export async function commonShare(db: Kysely<Database>, terms: readonly SearchTerm[]): Promise<number> {
+  const included = terms.filter((term) => !term.exclude);
+  if (included.length === 0 || included.some((term) => term.words.length !== 1 || term.words[0]!.prefix)) return 0;
+  const shares = await commonWords(db);
+  return included.reduce((share, term) => share * (shares.get(term.words[0]!.text) ?? 0), 1);
+}
+
+const statistics = new WeakMap<Kysely<Database>, { at: number; shares: Promise<Map<string, number>> }>();
+
+function commonWords(db: Kysely<Database>): Promise<Map<string, number>> {
+  const kept = statistics.get(db);
+  if (kept && Date.now() - kept.at < STATS_MAX_AGE_MS) return kept.shares;
+  const shares = sql<{ word: string | null; share: number | null }>`
+    select unnest(most_common_elems::text::text[]) as word, unnest(most_common_elem_freqs) as share
+      from pg_stats where schemaname = current_schema() and tablename = 'post_search' and attname = 'words'`
+    .execute(db)
+    .then((result) => new Map(result.rows.flatMap((row) => (row.word !== null && row.share !== null ? [[row.word, Number(row.share)] as const] : []))));
+  statistics.set(db, { at: Date.now(), shares });
+  // A failed read is not kept: the next search asks again.
+  shares.catch(() => statistics.delete(db));
+  return shares;
+}
 
 /**
  * `users.username_key` compared in code-point order on both engines (SQLite's BINARY; PostgreSQL's "C", which an

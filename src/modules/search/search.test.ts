@@ -16,7 +16,7 @@ import { backend, freshDatabase, sqlitePlan } from '../../../test/helpers/databa
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { createPostsRepository } from '../posts/posts.repository.js';
 import { createUsersRepository } from '../users/users.repository.js';
-import { searchPage } from '../../db/search-sql.js';
+import { COMMON_SHARE, commonShare, searchPage } from '../../db/search-sql.js';
 import { parsePostQuery, parseUserQuery } from './search.query.js';
 import { wordsOf } from './search.text.js';
 
@@ -271,6 +271,15 @@ describe('a search page read in windows (PostgreSQL)', () => {
     for (let i = 1; i <= 40; i++) {
       const words = [i % 2 ? 'odd' : 'even', i % 13 === 0 ? 'rare' : 'plain', i <= 8 ? 'early' : 'late', i % 3 ? 'red green' : 'green red'];
       await publish(app, i % 4 === 0 ? follower : owner, words.join(' '), i % 5 === 0 ? 'private' : i % 7 === 0 ? 'followers' : 'public');
+    }
+    // With statistics, a query common enough is walked along the primary key once the windows are past, the rest
+    // listed from the index: both ways must give the whole query's rows.
+    if (backend === 'postgres') {
+      await sql`analyze post_search`.execute(app.db);
+      expect(await commonShare(app.db, parsePostQuery('odd').terms)).toBeGreaterThanOrEqual(COMMON_SHARE);
+      expect(await commonShare(app.db, parsePostQuery('odd late').terms)).toBeGreaterThanOrEqual(COMMON_SHARE);
+      expect(await commonShare(app.db, parsePostQuery('gre*').terms)).toBe(0);
+      expect(await commonShare(app.db, parsePostQuery('nothing').terms)).toBe(0);
     }
     const posts = createPostsRepository(app.db);
     const queries = ['odd', 'rare', 'early', 'odd rare', '"red green"', 'late -odd', 'gre*', 'nothing'];
