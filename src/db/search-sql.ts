@@ -184,7 +184,11 @@ export async function searchPage<Row extends { id: number }>(
   const rows: Row[] = [];
   let below = after;
   let size = first;
-  for (let round = 0; round < 2; round++) {
+  // One owner's posts are walked on, window after window to their end, when the query is common: listing the
+  // index below would read the matches of every owner to keep that owner's.
+  let common: boolean | undefined;
+  const walkOwnerOn = async () => ownerId !== undefined && (common ??= (await commonShare(db, terms)) >= COMMON_SHARE);
+  for (let round = 0; round < 2 || (await walkOwnerOn()); round++) {
     let edge = db.selectFrom('posts').select('posts.id').orderBy('posts.id', 'desc').offset(size - 1).limit(1);
     if (below !== undefined) edge = edge.where('posts.id', '<', below);
     // One owner's search walks that owner's posts (the owner index).
@@ -194,17 +198,21 @@ export async function searchPage<Row extends { id: number }>(
     rows.push(...found);
     if (rows.length > limit || atLeast === undefined) return rows.slice(0, limit + 1);
     below = atLeast;
-    if (found.length === 0) break;
+    if (found.length === 0) {
+      if (!(await walkOwnerOn())) break;
+      size = max;
+      continue;
+    }
     // A power of two, so that the statement texts (the window's LIMIT is in them) are few.
     size = Math.min(max, 2 ** Math.ceil(Math.log2((2 * (limit + 1 - rows.length) * size) / found.length)));
   }
   // The windows found no page. A word they missed is rare, unless it is common in older posts only: then listing
   // the index's matches would read all of them (hundreds of thousands, seconds) to keep a page. PostgreSQL's own
   // statistics tell the two apart (`commonShare`): a query common enough is walked along the primary key instead.
-  const walk = ownerId === undefined && (await commonShare(db, terms)) >= COMMON_SHARE;
+  const walk = ownerId === undefined && (common ??= (await commonShare(db, terms)) >= COMMON_SHARE);
   const step = walk ? WALK_BATCH : batchSize;
   for (;;) {
-    const ids = (await (walk ? walkedMatches(db, terms, below) : listedMatches(db, terms, below, batchSize))).map((r) => Number(r.post_id));
+    const ids = (await (walk ? walkedMatches(db, terms, below) : listedMatches(db, terms, below, batchSize, ownerId))).map((r) => Number(r.post_id));
     if (ids.length === 0) break;
     rows.push(...(await read({ ids, ownerId })));
     if (rows.length > limit || ids.length < step) break;
@@ -221,7 +229,7 @@ const INDEX_BATCH = 500;
  * is prepared; PostgreSQL may plan it once for any words) is the GIN index's bitmap: `+ 0` keeps the bound out of the
  * index conditions (ANDed with a range of the primary key it read every row below the bound).
  */
-function listedMatches(db: Kysely<Database>, terms: readonly SearchTerm[], below: number | undefined, batchSize: number) {
+function listedMatches(db: Kysely<Database>, terms: readonly SearchTerm[], below: number | undefined, batchSize: number, ownerId: number | undefined) {
   let batch = db
     .selectFrom('post_search')
     .select('post_search.post_id')
@@ -229,6 +237,10 @@ function listedMatches(db: Kysely<Database>, terms: readonly SearchTerm[], below
     .orderBy('post_search.post_id', 'desc')
     .limit(sql.lit(batchSize));
   if (below !== undefined) batch = batch.where(sql<SqlBool>`post_search.post_id + 0 < ${below}`);
+  // One owner's matches only, so that a batch is not spent on other owners' posts (each matched post by its key).
+  if (ownerId !== undefined) {
+    batch = batch.innerJoin('posts', 'posts.id', 'post_search.post_id').where(sql<SqlBool>`posts.owner_id + 0 = ${ownerId}`);
+  }
   return batch.execute();
 }
 
