@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
-import { Kysely, Migrator, SqliteDialect, sql, type SqlBool } from 'kysely';
+import { Kysely, Migrator, SqliteDialect, sql } from 'kysely';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../../app.js';
 import { migrations } from '../../db/migrations/index.js';
