@@ -1,7 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { CompiledQuery, type Kysely } from 'kysely';
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { CompiledQuery, Kysely, Migrator, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
-import { afterEach, beforeEach } from 'vitest';
+import { afterEach, beforeEach, onTestFinished } from 'vitest';
+import { migrations } from '../../src/db/migrations/index.js';
 import { openStore } from '../../src/db/open.js';
 import type { Store, StoreOptions } from '../../src/db/store.js';
 import type { Database } from '../../src/db/types.js';
@@ -97,4 +102,34 @@ export async function sqlitePlan(db: Kysely<Database>, query: { compile(): Compi
   const { sql, parameters } = query.compile();
   const plan = await db.executeQuery<{ detail: string }>(CompiledQuery.raw(`EXPLAIN QUERY PLAN ${sql}`, [...parameters]));
   return plan.rows.map((r) => r.detail);
+}
+
+/**
+ * A store whose schema stops just before the migration `migration` (the ones after it run when an app starts on
+ * it), holding what `rows` writes there, as that version wrote it: for tests of what a migration does to existing
+ * data. SQLite in a temporary file (deleted after the test), PostgreSQL in a fresh schema (dropped after the test).
+ */
+export async function storeBeforeMigration(migration: string, rows: (db: Kysely<Database>) => Promise<void>): Promise<Store> {
+  const names = Object.keys(migrations).sort();
+  const previous = names[names.indexOf(migration) - 1]!;
+  const migrateTo = async (db: Kysely<Database>, schema?: string) => {
+    const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) });
+    const { error } = await migrator.migrateTo(previous);
+    if (error) throw error;
+  };
+  if (backend === 'sqlite') {
+    const file = join(tmpdir(), `corkboard-before-${migration}-${process.pid}-${Date.now()}.db`);
+    onTestFinished(() => ['', '-wal', '-shm'].forEach((suffix) => rmSync(file + suffix, { force: true })));
+    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new SQLite(file) }) });
+    await migrateTo(db);
+    await rows(db);
+    await db.destroy();
+    return openStore(`sqlite:${file}`);
+  }
+  const { store, drop } = await freshDatabase();
+  onTestFinished(drop);
+  const { rows: [current] } = await sql<{ schema: string }>`select current_schema() as schema`.execute(store.db);
+  await migrateTo(store.db, current!.schema);
+  await rows(store.db);
+  return store;
 }

@@ -1,16 +1,11 @@
-import { rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import SQLite from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { CompiledQuery, Kysely, Migrator, SqliteDialect, sql } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
 import { PUBLIC_URL, buildTestApp, call, testConfig, write } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
-import { backend, freshDatabase, sqlitePlan, workerDatabaseUrl } from '../../../test/helpers/database.js';
+import { backend, sqlitePlan, storeBeforeMigration, workerDatabaseUrl } from '../../../test/helpers/database.js';
 import { buildApp } from '../../app.js';
 import { openStore } from '../../db/open.js';
-import { migrations } from '../../db/migrations/index.js';
 import type { Store } from '../../db/store.js';
 import type { Database } from '../../db/types.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
@@ -779,32 +774,11 @@ describe('notification streams (Accept: text/event-stream)', () => {
 describe('the notification log migration (20261127T1700)', () => {
   /** A database at the schema before it, with two notifications for user 2 logged by the old trigger (ids 1, 2). */
   async function storeBefore(): Promise<Store> {
-    const names = Object.keys(migrations).sort();
-    const previous = names[names.indexOf('20261127T1700_notification_event_xids') - 1]!;
     const rows = async (db: Kysely<Database>) => {
       const at = new Date().toISOString();
       await db.insertInto('notifications').values([1, 3].map((actor) => ({ recipient_id: 2, actor_id: actor, type: 'follow' as const, post_id: null, reply_id: null, created_at: at }))).execute();
     };
-    const migrateTo = async (db: Kysely<Database>, schema?: string) => {
-      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) });
-      const { error } = await migrator.migrateTo(previous);
-      if (error) throw error;
-    };
-    if (backend === 'sqlite') {
-      const file = join(tmpdir(), `corkboard-notification-log-${process.pid}-${Date.now()}.db`);
-      onTestFinished(() => ['', '-wal', '-shm'].forEach((suffix) => rmSync(file + suffix, { force: true })));
-      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new SQLite(file) }) });
-      await migrateTo(db);
-      await rows(db);
-      await db.destroy();
-      return openStore(`sqlite:${file}`);
-    }
-    const { store, drop } = await freshDatabase();
-    onTestFinished(drop);
-    const { rows: [current] } = await sql<{ schema: string }>`select current_schema() as schema`.execute(store.db);
-    await migrateTo(store.db, current!.schema);
-    await rows(store.db);
-    return store;
+    return storeBeforeMigration('20261127T1700_notification_event_xids', rows);
   }
 
   it('keeps the events already logged (their ids resume), and numbers new ones after them', async () => {

@@ -1,18 +1,12 @@
-import { rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import SQLite from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
-import { Kysely, Migrator, SqliteDialect, sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../../app.js';
-import { migrations } from '../../db/migrations/index.js';
-import { openStore } from '../../db/open.js';
 import type { Store } from '../../db/store.js';
 import type { Database, Visibility } from '../../db/types.js';
 import { buildTestApp, call, testConfig } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish } from '../../../test/helpers/api.js';
-import { backend, freshDatabase, sqlitePlan } from '../../../test/helpers/database.js';
+import { backend, sqlitePlan, storeBeforeMigration } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
 import { createPostsRepository } from '../posts/posts.repository.js';
 import { createUsersRepository } from '../users/users.repository.js';
@@ -471,29 +465,7 @@ describe('the search migration', () => {
         await db.insertInto('posts').values({ owner_id: id, title, content: 'from before', visibility, created_at: at, updated_at: at }).execute();
       }
     };
-    // The schema just before the search migration (later ones run when the app starts).
-    const names = Object.keys(migrations).sort();
-    const previous = names[names.indexOf('20261127T1300_search') - 1]!;
-    const migrateTo = async (db: Kysely<Database>, schema?: string) => {
-      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations }, ...(schema ? { migrationTableSchema: schema } : {}) });
-      const { error } = await migrator.migrateTo(previous);
-      if (error) throw error;
-    };
-    if (backend === 'sqlite') {
-      const file = join(tmpdir(), `corkboard-search-${process.pid}-${Date.now()}.db`);
-      onTestFinished(() => ['', '-wal', '-shm'].forEach((suffix) => rmSync(file + suffix, { force: true })));
-      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: new SQLite(file) }) });
-      await migrateTo(db);
-      await rows(db);
-      await db.destroy();
-      return openStore(`sqlite:${file}`);
-    }
-    const { store, drop } = await freshDatabase();
-    onTestFinished(drop);
-    const { rows: [current] } = await sql<{ schema: string }>`select current_schema() as schema`.execute(store.db);
-    await migrateTo(store.db, current!.schema);
-    await rows(store.db);
-    return store;
+    return storeBeforeMigration('20261127T1300_search', rows);
   }
 
   it('indexes the posts and users already there', async () => {
