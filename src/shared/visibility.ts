@@ -402,6 +402,27 @@ export function viewerFromColumn({ text, parameters }: CompiledText, column: str
   return { text: replaced, parameters: rest };
 }
 
+/**
+ * A compiled text with its constant values (the visibilities the rules name) written into the text as literals, the
+ * markers kept as parameters. PostgreSQL plans a named statement once for any parameters (its generic plan) only
+ * when that plan does not look dearer than planning for each run's values; with `visibility = $n` it must guess
+ * how many posts match, guesses far fewer than the rules let through, and so plans every run anew. A literal lets
+ * it read the share from its statistics, as each run's plan does. Only plain words are written in: any other value
+ * stays a parameter.
+ */
+export function constantsInline({ text, parameters }: CompiledText): CompiledText {
+  const rest: unknown[] = [];
+  let at = 0;
+  const replaced = text.replace(/\?/g, () => {
+    const value = parameters[at++];
+    if (typeof value === 'string' && /^[a-z_]+$/.test(value)) return `'${value}'`;
+    rest.push(value);
+    return '?';
+  });
+  if (at !== parameters.length) throw new Error(`placeholders and parameters differ in: ${text}`);
+  return { text: replaced, parameters: rest };
+}
+
 /** Every column of a user that reads return, but `post_count`, which depends on the viewer (`visiblePostCount`). */
 export const USER_COLUMNS = [
   'users.id',

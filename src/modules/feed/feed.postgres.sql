@@ -6,95 +6,94 @@
   inner join posts on posts.id = feed_entries.post_id
   where feed_entries.user_id = $1
   and feed_entries.post_id < $2
-  and posts.id < $3
-  and ((("posts"."visibility" = $4
-  or "posts"."owner_id" = $5
-  or ("posts"."visibility" = $6
+  and ((("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $3
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $7)))
+  and "follows"."follower_id" = $4)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $8
+  where "blocks"."blocker_id" = $5
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $9
+  where "blocks"."blocked_id" = $6
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $10
+  where "mutes"."muter_id" = $7
   and "mutes"."muted_id" = "posts"."owner_id"))))
   order by feed_entries.post_id desc
   limit 21)
   union all (select fanout_queue.post_id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
   from fanout_queue
   inner join follows as followed on followed.followee_id = fanout_queue.owner_id
-  and followed.follower_id = $11
+  and followed.follower_id = $8
   inner join posts on posts.id = fanout_queue.post_id
-  where fanout_queue.post_id < $12
-  and ((("posts"."visibility" = $13
-  or "posts"."owner_id" = $14
-  or ("posts"."visibility" = $15
+  where fanout_queue.post_id < $9
+  and ((("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $10
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $16)))
+  and "follows"."follower_id" = $11)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $17
+  where "blocks"."blocker_id" = $12
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $18
+  where "blocks"."blocked_id" = $13
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $19
+  where "mutes"."muter_id" = $14
   and "mutes"."muted_id" = "posts"."owner_id")))) is true
   and not exists (select 1
   from feed_entries as written
-  where written.user_id = $20
+  where written.user_id = $15
   and written.post_id = fanout_queue.post_id)
   order by fanout_queue.post_id desc
   limit 21)
   union all (select posts.id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
   from feed_backfill
   inner join posts on posts.owner_id = feed_backfill.owner_id
-  where feed_backfill.user_id = $21
-  and posts.id < $22
-  and ((("posts"."visibility" = $23
-  or "posts"."owner_id" = $24
-  or ("posts"."visibility" = $25
+  where feed_backfill.user_id = $16
+  and posts.id < $17
+  and ((("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $18
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $26)))
+  and "follows"."follower_id" = $19)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $27
+  where "blocks"."blocker_id" = $20
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $28
+  where "blocks"."blocked_id" = $21
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $29
+  where "mutes"."muter_id" = $22
   and "mutes"."muted_id" = "posts"."owner_id")))) is true
   and not exists (select 1
   from feed_entries as written
-  where written.user_id = $30
+  where written.user_id = $23
   and written.post_id = posts.id)
   and not exists (select 1
   from fanout_queue as queued
@@ -110,95 +109,94 @@
   inner join posts on posts.id = feed_entries.post_id
   where feed_entries.user_id = $1
   and feed_entries.post_id < $2
-  and posts.id < $3
-  and ((("posts"."visibility" = $4
-  or "posts"."owner_id" = $5
-  or ("posts"."visibility" = $6
+  and ((("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $3
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $7)))
+  and "follows"."follower_id" = $4)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $8
+  where "blocks"."blocker_id" = $5
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $9
+  where "blocks"."blocked_id" = $6
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $10
+  where "mutes"."muter_id" = $7
   and "mutes"."muted_id" = "posts"."owner_id"))))
   order by feed_entries.post_id desc
   limit 21)
   union all (select fanout_queue.post_id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
   from fanout_queue
   inner join follows as followed on followed.followee_id = fanout_queue.owner_id
-  and followed.follower_id = $11
+  and followed.follower_id = $8
   inner join posts on posts.id = fanout_queue.post_id
-  where fanout_queue.post_id < $12
-  and ((("posts"."visibility" = $13
-  or "posts"."owner_id" = $14
-  or ("posts"."visibility" = $15
+  where fanout_queue.post_id < $9
+  and ((("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $10
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $16)))
+  and "follows"."follower_id" = $11)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $17
+  where "blocks"."blocker_id" = $12
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $18
+  where "blocks"."blocked_id" = $13
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $19
+  where "mutes"."muter_id" = $14
   and "mutes"."muted_id" = "posts"."owner_id")))) is true
   and not exists (select 1
   from feed_entries as written
-  where written.user_id = $20
+  where written.user_id = $15
   and written.post_id = fanout_queue.post_id)
   order by fanout_queue.post_id desc
   limit 21)
   union all (select posts.id as id, posts.owner_id, posts.title, posts.content, posts.visibility, posts.reply_count, posts.recommend_count, posts.created_at, posts.updated_at
   from feed_backfill
   inner join posts on posts.owner_id = feed_backfill.owner_id
-  where feed_backfill.user_id = $21
-  and posts.id < $22
-  and ((("posts"."visibility" = $23
-  or "posts"."owner_id" = $24
-  or ("posts"."visibility" = $25
+  where feed_backfill.user_id = $16
+  and posts.id < $17
+  and ((("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $18
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $26)))
+  and "follows"."follower_id" = $19)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $27
+  where "blocks"."blocker_id" = $20
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $28
+  where "blocks"."blocked_id" = $21
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $29
+  where "mutes"."muter_id" = $22
   and "mutes"."muted_id" = "posts"."owner_id")))) is true
   and not exists (select 1
   from feed_entries as written
-  where written.user_id = $30
+  where written.user_id = $23
   and written.post_id = posts.id)
   and not exists (select 1
   from fanout_queue as queued

@@ -1,7 +1,7 @@
 import { numbered, perViewerKind, type Prepared } from '../../db/prepared.js';
 import type { PlainStatement, Store } from '../../db/store.js';
 import type { PostRow, Role } from '../../db/types.js';
-import { SLOT, VIEWER, bindParameters, compiledPredicate, type CompiledText, type Viewer } from '../../shared/visibility.js';
+import { SLOT, VIEWER, bindParameters, compiledPredicate, constantsInline, type CompiledText, type Viewer } from '../../shared/visibility.js';
 import { POST_FIELDS_SQL, type PageOptions } from '../posts/posts.repository.js';
 
 /** The user whose home feed is read: visibility is judged for them, not for whoever asks. */
@@ -27,8 +27,15 @@ export interface FeedOwner {
  *   sees one snapshot, so a post the worker moves meanwhile is in one branch or another, never in none.
  * - Each branch selects the post id from the table it walks, which is what lets SQLite see that the branch comes
  *   out in `ORDER BY id` order (it is the same value as `posts.id`).
- * - The cursor is stated on `posts.id` too: for an admin's feed (no filter on posts) PostgreSQL may join by merging
- *   with a backwards walk of posts' primary key, which then starts at the cursor instead of the newest post.
+ * - For an admin's feed (posts filtered by mutes at most) the cursor is stated on `posts.id` too: PostgreSQL may
+ *   join by merging with a backwards walk of posts' primary key, which then starts at the cursor instead of the
+ *   newest post. Not on other feeds, which do not need it: see the next point.
+ * - PostgreSQL runs the statement named (pg-store.ts), and keeps one plan for every run only when that generic plan
+ *   does not cost more than the plans it makes for each run's values; otherwise it plans the statement, with all its
+ *   branches and checks, again on every request, which took several times what running it takes. Each condition
+ *   whose value it cannot see makes it guess a smaller share of the owner's entries and so a dearer walk to the
+ *   page: a cursor stated twice was guessed twice, and `visibility = $n` too. So the cursor is stated once on the
+ *   entries, and the rule's constants are literals (constantsInline) where a generic plan can read their share.
  * - PostgreSQL plans each branch of a UNION ALL of joins on its own, without the outer ORDER BY and LIMIT, and then
  *   reads every entry of the feed and sorts them; each branch there carries its own ORDER BY and LIMIT, which makes
  *   both walk their primary keys backwards and stop. SQLite cannot take that form (it would sort each branch), and
@@ -39,14 +46,14 @@ export interface FeedOwner {
  *   an ordered join with the LIMIT's value and would re-prepare a statement whose LIMIT is bound.
  * The positional parameters are listed by `feedPageQuery`; PostgreSQL's text numbers the same `?`s in order.
  */
-function feedPageStatement(predicate: CompiledText | undefined, limit: number): Prepared {
-  const visible = predicate ? ` and (${predicate.text})` : '';
+function feedPageStatement(predicate: CompiledText | undefined, limit: number, admin: boolean): Prepared {
+  const visible = `${admin ? ' and posts.id < ?' : ''}${predicate ? ` and (${predicate.text})` : ''}`;
   const visibleQueued = predicate ? ` and (${predicate.text}) is true` : '';
   const rule = predicate?.parameters ?? [];
   const written =
     `select feed_entries.post_id as id, ${POST_FIELDS_SQL} from feed_entries ` +
     'inner join posts on posts.id = feed_entries.post_id ' +
-    `where feed_entries.user_id = ? and feed_entries.post_id < ? and posts.id < ?${visible}`;
+    `where feed_entries.user_id = ? and feed_entries.post_id < ?${visible}`;
   const queued =
     `select fanout_queue.post_id as id, ${POST_FIELDS_SQL} from fanout_queue ` +
     'inner join follows as followed on followed.followee_id = fanout_queue.owner_id and followed.follower_id = ? ' +
@@ -65,7 +72,7 @@ function feedPageStatement(predicate: CompiledText | undefined, limit: number): 
     `(${queued} order by fanout_queue.post_id desc limit ${limit + 1}) union all ` +
     `(${pending} order by posts.id desc limit ${limit + 1}) ${page}`;
   // The values of the `?`s in the order they appear in the text: the owner and the cursor, the rule's own.
-  const parameters = [VIEWER, SLOT, SLOT, ...rule, VIEWER, SLOT, ...rule, VIEWER, VIEWER, SLOT, ...rule, VIEWER];
+  const parameters = [VIEWER, SLOT, ...(admin ? [SLOT] : []), ...rule, VIEWER, SLOT, ...rule, VIEWER, VIEWER, SLOT, ...rule, VIEWER];
   return { statement: { sqlite: `${written} union all ${queued} union all ${pending} ${page}`, postgres: numbered(postgres) }, parameters };
 }
 
@@ -73,7 +80,10 @@ function feedPageStatement(predicate: CompiledText | undefined, limit: number): 
  * Built once per kind of owner (see viewerKind) and page size: a few kinds times the hundred page sizes allowed. The
  * feed is a listing: what the owner may see (listedTo), their mutes included.
  */
-const feedPageStatements = perViewerKind((template, limit) => feedPageStatement(compiledPredicate(template, { listing: true }), limit!));
+const feedPageStatements = perViewerKind((template, limit) => {
+  const predicate = compiledPredicate(template, { listing: true });
+  return feedPageStatement(predicate && constantsInline(predicate), limit!, template?.role === 'admin');
+});
 
 /**
  * The statement and parameters of a feed page: `limit + 1` posts of `owner`'s home feed with ids below `after`

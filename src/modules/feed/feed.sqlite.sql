@@ -6,10 +6,9 @@ select feed_entries.post_id as id, posts.owner_id, posts.title, posts.content, p
   inner join posts on posts.id = feed_entries.post_id
   where feed_entries.user_id = ?
   and feed_entries.post_id < ?
-  and posts.id < ?
-  and ((("posts"."visibility" = ?
+  and ((("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -35,9 +34,9 @@ select feed_entries.post_id as id, posts.owner_id, posts.title, posts.content, p
   and followed.follower_id = ?
   inner join posts on posts.id = fanout_queue.post_id
   where fanout_queue.post_id < ?
-  and ((("posts"."visibility" = ?
+  and ((("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -66,9 +65,9 @@ select feed_entries.post_id as id, posts.owner_id, posts.title, posts.content, p
   inner join posts on posts.owner_id = feed_backfill.owner_id
   where feed_backfill.user_id = ?
   and posts.id < ?
-  and ((("posts"."visibility" = ?
+  and ((("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -104,10 +103,9 @@ select feed_entries.post_id as id, posts.owner_id, posts.title, posts.content, p
   inner join posts on posts.id = feed_entries.post_id
   where feed_entries.user_id = ?
   and feed_entries.post_id < ?
-  and posts.id < ?
-  and ((("posts"."visibility" = ?
+  and ((("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -133,9 +131,9 @@ select feed_entries.post_id as id, posts.owner_id, posts.title, posts.content, p
   and followed.follower_id = ?
   inner join posts on posts.id = fanout_queue.post_id
   where fanout_queue.post_id < ?
-  and ((("posts"."visibility" = ?
+  and ((("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -164,9 +162,9 @@ select feed_entries.post_id as id, posts.owner_id, posts.title, posts.content, p
   inner join posts on posts.owner_id = feed_backfill.owner_id
   where feed_backfill.user_id = ?
   and posts.id < ?
-  and ((("posts"."visibility" = ?
+  and ((("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
