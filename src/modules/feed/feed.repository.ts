@@ -1,7 +1,7 @@
 import { numbered, perViewerKind, type Prepared } from '../../db/prepared.js';
 import type { PlainStatement, Store } from '../../db/store.js';
 import type { PostRow, Role } from '../../db/types.js';
-import { SLOT, VIEWER, bindParameters, compiledPredicate, constantsInline, type CompiledText, type Viewer } from '../../shared/visibility.js';
+import { SLOT, VIEWER, bindParameters, compiledPredicate, type CompiledText, type Viewer } from '../../shared/visibility.js';
 import { POST_FIELDS_SQL, type PageOptions } from '../posts/posts.repository.js';
 
 /** The user whose home feed is read: visibility is judged for them, not for whoever asks. */
@@ -35,7 +35,7 @@ export interface FeedOwner {
  *   branches and checks, again on every request, which took several times what running it takes. Each condition
  *   whose value it cannot see makes it guess a smaller share of the owner's entries and so a dearer walk to the
  *   page: a cursor stated twice was guessed twice, and `visibility = $n` too. So the cursor is stated once on the
- *   entries, and the rule's constants are literals (constantsInline) where a generic plan can read their share.
+ *   entries, and the rule's constants are literals (visibility.ts) where a generic plan can read their share.
  * - PostgreSQL plans each branch of a UNION ALL of joins on its own, without the outer ORDER BY and LIMIT, and then
  *   reads every entry of the feed and sorts them; each branch there carries its own ORDER BY and LIMIT, which makes
  *   both walk their primary keys backwards and stop. SQLite cannot take that form (it would sort each branch), and
@@ -82,7 +82,7 @@ function feedPageStatement(predicate: CompiledText | undefined, limit: number, a
  */
 const feedPageStatements = perViewerKind((template, limit) => {
   const predicate = compiledPredicate(template, { listing: true });
-  return feedPageStatement(predicate && constantsInline(predicate), limit!, template?.role === 'admin');
+  return feedPageStatement(predicate, limit!, template?.role === 'admin');
 });
 
 /**

@@ -23,23 +23,23 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $7
-  or "posts"."owner_id" = $8
-  or ("posts"."visibility" = $9
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $7
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $10)))
+  and "follows"."follower_id" = $8)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $11
+  where "blocks"."blocker_id" = $9
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $12
+  where "blocks"."blocked_id" = $10
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
   order by "notifications"."id" desc
   limit 21;
@@ -67,26 +67,26 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $7
-  or "posts"."owner_id" = $8
-  or ("posts"."visibility" = $9
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $7
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $10)))
+  and "follows"."follower_id" = $8)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $11
+  where "blocks"."blocker_id" = $9
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $12
+  where "blocks"."blocked_id" = $10
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
-  and "notifications"."id" < $13
-  and "notifications"."type" in ($14, $15)
+  and "notifications"."id" < $11
+  and "notifications"."type" in ($12, $13)
   order by "notifications"."id" desc
   limit 21;
 
@@ -113,25 +113,25 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $7
-  or "posts"."owner_id" = $8
-  or ("posts"."visibility" = $9
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $7
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $10)))
+  and "follows"."follower_id" = $8)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $11
+  where "blocks"."blocker_id" = $9
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $12
+  where "blocks"."blocked_id" = $10
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
-  and "notifications"."id" = $13;
+  and "notifications"."id" = $11;
 
 -- findVisibleMany
 select "notifications"."id", "notifications"."recipient_id", "notifications"."actor_id", "notifications"."type", "notifications"."post_id", "notifications"."reply_id", "notifications"."created_at"
@@ -156,26 +156,26 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $7
-  or "posts"."owner_id" = $8
-  or ("posts"."visibility" = $9
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $7
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $10)))
+  and "follows"."follower_id" = $8)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $11
+  where "blocks"."blocker_id" = $9
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $12
+  where "blocks"."blocked_id" = $10
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
-  and "notifications"."id" in ($13, $14)
-  and "notifications"."type" in ($15);
+  and "notifications"."id" in ($11, $12)
+  and "notifications"."type" in ($13);
 
 -- unreadCount
 select count(*) as "n"
@@ -201,25 +201,25 @@ select count(*) as "n"
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $7
-  or "posts"."owner_id" = $8
-  or ("posts"."visibility" = $9
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $7
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $10)))
+  and "follows"."follower_id" = $8)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $11
+  where "blocks"."blocker_id" = $9
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $12
+  where "blocks"."blocked_id" = $10
   and "blocks"."blocker_id" = "posts"."owner_id"))))) is true) is true
-  and "notifications"."id" > $13
+  and "notifications"."id" > $11
   order by "notifications"."id"
   limit 1001) as "unread";
 
@@ -301,14 +301,14 @@ select "users"."id", "users"."username_key"
   or (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
-  and ("posts"."visibility" = $8
+  and ("posts"."visibility" = 'public'
   or "posts"."owner_id" = "users"."id"
-  or ("posts"."visibility" = $9
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
   and "follows"."follower_id" = "users"."id")))
-  and ("users"."block_count" = $10
+  and ("users"."block_count" = $8
   or (not exists (select "blocks"."id"
   from "blocks"
   where "blocks"."blocker_id" = "users"."id"
@@ -317,7 +317,7 @@ select "users"."id", "users"."username_key"
   from "blocks"
   where "blocks"."blocked_id" = "users"."id"
   and "blocks"."blocker_id" = "posts"."owner_id"))))))
-  and "users"."username_key" in ($11, $12);
+  and "users"."username_key" in ($9, $10);
 
 -- findMayBeTold, by ids
 select "users"."id", "users"."username_key"
@@ -341,14 +341,14 @@ select "users"."id", "users"."username_key"
   or (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
-  and ("posts"."visibility" = $8
+  and ("posts"."visibility" = 'public'
   or "posts"."owner_id" = "users"."id"
-  or ("posts"."visibility" = $9
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
   and "follows"."follower_id" = "users"."id")))
-  and ("users"."block_count" = $10
+  and ("users"."block_count" = $8
   or (not exists (select "blocks"."id"
   from "blocks"
   where "blocks"."blocker_id" = "users"."id"
@@ -357,7 +357,7 @@ select "users"."id", "users"."username_key"
   from "blocks"
   where "blocks"."blocked_id" = "users"."id"
   and "blocks"."blocker_id" = "posts"."owner_id"))))))
-  and "users"."id" in ($11);
+  and "users"."id" in ($9);
 
 -- shutOut
 select "blocks"."blocked_id" as "id"

@@ -23,9 +23,9 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -67,9 +67,9 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -113,9 +113,9 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -156,9 +156,9 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -201,9 +201,9 @@ select count(*) as "n"
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -301,9 +301,9 @@ select "users"."id", "users"."username_key"
   or (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
-  and ("posts"."visibility" = ?
+  and ("posts"."visibility" = 'public'
   or "posts"."owner_id" = "users"."id"
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -341,9 +341,9 @@ select "users"."id", "users"."username_key"
   or (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
-  and ("posts"."visibility" = ?
+  and ("posts"."visibility" = 'public'
   or "posts"."owner_id" = "users"."id"
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"

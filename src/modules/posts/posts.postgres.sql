@@ -4,7 +4,7 @@
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."id" = $1
-  and ("posts"."visibility" = $2
+  and ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"));
@@ -13,46 +13,46 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."id" = $1
-  and (("posts"."visibility" = $2
-  or "posts"."owner_id" = $3
-  or ("posts"."visibility" = $4
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $2
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $5)))
+  and "follows"."follower_id" = $3)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $6
+  where "blocks"."blocker_id" = $4
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $7
+  where "blocks"."blocked_id" = $5
   and "blocks"."blocker_id" = "posts"."owner_id"))));
 
 -- findReadablePost, member with blocks and mutes
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."id" = $1
-  and (("posts"."visibility" = $2
-  or "posts"."owner_id" = $3
-  or ("posts"."visibility" = $4
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $2
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $5)))
+  and "follows"."follower_id" = $3)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $6
+  where "blocks"."blocker_id" = $4
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $7
+  where "blocks"."blocked_id" = $5
   and "blocks"."blocker_id" = "posts"."owner_id"))));
 
 -- findReadablePost, admin
@@ -66,9 +66,9 @@ select tokens.id as caller_token_id, users.id as caller_id, users.role as caller
   inner join users on users.id = tokens.user_id
   and users.password_version = tokens.password_version
   left join posts on posts.id = $1
-  and ((("posts"."visibility" = $2
+  and ((("posts"."visibility" = 'public'
   or "posts"."owner_id" = "users"."id"
-  or ("posts"."visibility" = $3
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -76,13 +76,13 @@ select tokens.id as caller_token_id, users.id as caller_id, users.role as caller
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")))
-  where tokens.token_hash = $4
-  and tokens.expires_at > $5;
+  where tokens.token_hash = $2
+  and tokens.expires_at > $3;
 
 -- list, anonymous
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
-  where ("posts"."visibility" = $1
+  where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
@@ -92,27 +92,27 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 -- list, member
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
-  where (("posts"."visibility" = $1
-  or "posts"."owner_id" = $2
-  or ("posts"."visibility" = $3
+  where (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $1
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $4)))
+  and "follows"."follower_id" = $2)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $5
+  where "blocks"."blocker_id" = $3
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $6
+  where "blocks"."blocked_id" = $4
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $7
+  where "mutes"."muter_id" = $5
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
   order by "posts"."id" desc
   limit 21;
@@ -120,27 +120,27 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 -- list, member with blocks and mutes
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
-  where (("posts"."visibility" = $1
-  or "posts"."owner_id" = $2
-  or ("posts"."visibility" = $3
+  where (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $1
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $4)))
+  and "follows"."follower_id" = $2)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $5
+  where "blocks"."blocker_id" = $3
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $6
+  where "blocks"."blocked_id" = $4
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $7
+  where "mutes"."muter_id" = $5
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
   order by "posts"."id" desc
   limit 21;
@@ -158,29 +158,29 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 -- list after a cursor, member
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
-  where (("posts"."visibility" = $1
-  or "posts"."owner_id" = $2
-  or ("posts"."visibility" = $3
+  where (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $1
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $4)))
+  and "follows"."follower_id" = $2)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $5
+  where "blocks"."blocker_id" = $3
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $6
+  where "blocks"."blocked_id" = $4
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $7
+  where "mutes"."muter_id" = $5
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
-  and "posts"."id" < $8
+  and "posts"."id" < $6
   order by "posts"."id" desc
   limit 21;
 
@@ -188,7 +188,7 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."owner_id" = $1
-  and ("posts"."visibility" = $2
+  and ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
@@ -199,23 +199,23 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."owner_id" = $1
-  and (("posts"."visibility" = $2
-  or "posts"."owner_id" = $3
-  or ("posts"."visibility" = $4
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $2
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $5)))
+  and "follows"."follower_id" = $3)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $6
+  where "blocks"."blocker_id" = $4
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $7
+  where "blocks"."blocked_id" = $5
   and "blocks"."blocker_id" = "posts"."owner_id"))))
   order by "posts"."id" desc
   limit 21;
@@ -224,23 +224,23 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."owner_id" = $1
-  and (("posts"."visibility" = $2
-  or "posts"."owner_id" = $3
-  or ("posts"."visibility" = $4
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $2
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $5)))
+  and "follows"."follower_id" = $3)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $6
+  where "blocks"."blocker_id" = $4
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $7
+  where "blocks"."blocked_id" = $5
   and "blocks"."blocker_id" = "posts"."owner_id"))))
   order by "posts"."id" desc
   limit 21;
@@ -298,29 +298,29 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   order by "posts"."id" desc
   limit 128) as "window" on "window"."window_id" = "posts"."id"
   inner join "post_search" on "post_search"."post_id" = "posts"."id"
-  where (("posts"."visibility" = $1
-  or "posts"."owner_id" = $2
-  or ("posts"."visibility" = $3
+  where (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $1
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $4)))
+  and "follows"."follower_id" = $2)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $5
+  where "blocks"."blocker_id" = $3
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $6
+  where "blocks"."blocked_id" = $4
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $7
+  where "mutes"."muter_id" = $5
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
-  and (post_search.words @@ $8::tsquery) is true
+  and (post_search.words @@ $6::tsquery) is true
   order by "window"."window_id" desc
   limit 21;
 
@@ -339,11 +339,11 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   order by "posts"."id" desc
   limit 128) as "window" on "window"."window_id" = "posts"."id"
   inner join "post_search" on "post_search"."post_id" = "posts"."id"
-  where ("posts"."visibility" = $2
+  where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
-  and "posts"."owner_id" = $3
-  and (post_search.words @@ $4::tsquery) is true
+  and "posts"."owner_id" = $2
+  and (post_search.words @@ $3::tsquery) is true
   order by "window"."window_id" desc
   limit 21;

@@ -4,7 +4,7 @@
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."id" = ?
-  and ("posts"."visibility" = ?
+  and ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"));
@@ -13,9 +13,9 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."id" = ?
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -36,9 +36,9 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."id" = ?
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -66,9 +66,9 @@ select tokens.id as caller_token_id, users.id as caller_id, users.role as caller
   inner join users on users.id = tokens.user_id
   and users.password_version = tokens.password_version
   left join posts on posts.id = ?
-  and ((("posts"."visibility" = ?
+  and ((("posts"."visibility" = 'public'
   or "posts"."owner_id" = "users"."id"
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -82,7 +82,7 @@ select tokens.id as caller_token_id, users.id as caller_id, users.role as caller
 -- list, anonymous
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
-  where ("posts"."visibility" = ?
+  where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
@@ -92,9 +92,9 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 -- list, member
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
-  where (("posts"."visibility" = ?
+  where (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -120,9 +120,9 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 -- list, member with blocks and mutes
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
-  where (("posts"."visibility" = ?
+  where (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -158,9 +158,9 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 -- list after a cursor, member
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
-  where (("posts"."visibility" = ?
+  where (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -188,7 +188,7 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."owner_id" = ?
-  and ("posts"."visibility" = ?
+  and ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
@@ -199,9 +199,9 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."owner_id" = ?
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -224,9 +224,9 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where "posts"."owner_id" = ?
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -289,9 +289,9 @@ update "users"
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join "post_search" on post_search.rowid = posts.id
-  where (("posts"."visibility" = ?
+  where (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
@@ -318,7 +318,7 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 -- list with search, one owner, anonymous
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts" cross join "post_search"
-  where ("posts"."visibility" = ?
+  where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))

@@ -25,29 +25,29 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   order by "posts"."id" desc
   limit 128) as "window" on "window"."window_id" = "posts"."id"
   inner join "post_search" on "post_search"."post_id" = "posts"."id"
-  where (("posts"."visibility" = $1
-  or "posts"."owner_id" = $2
-  or ("posts"."visibility" = $3
+  where (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $1
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $4)))
+  and "follows"."follower_id" = $2)))
   and (not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id")
   and (not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = $5
+  where "blocks"."blocker_id" = $3
   and "blocks"."blocked_id" = "posts"."owner_id")
   and not exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocked_id" = $6
+  where "blocks"."blocked_id" = $4
   and "blocks"."blocker_id" = "posts"."owner_id"))
   and not exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $7
+  where "mutes"."muter_id" = $5
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
-  and (post_search.words @@ $8::tsquery) is true
+  and (post_search.words @@ $6::tsquery) is true
   order by "window"."window_id" desc
   limit 21;
 

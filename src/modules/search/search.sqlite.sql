@@ -15,9 +15,9 @@ insert into post_search (rowid, words)
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join "post_search" on post_search.rowid = posts.id
-  where (("posts"."visibility" = ?
+  where (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
