@@ -264,6 +264,7 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['indexPost, a new post', () => undone((db) => indexPost(db, { id: ids.publicPost, title: 'new', content: 'words' }, false))],
       ['indexPost, an edit', () => undone((db) => indexPost(db, { id: ids.publicPost, title: 'edited', content: 'words' }, true))],
       ['posts: a phrase, a prefix and an exclusion, member', () => posts.list(member(), { limit: 20 }, { terms: parsePostQuery('"hello world" wor* -spam').terms })],
+      ['posts: a page after a cursor, anonymous', () => posts.list(anonymous, { limit: 20, after: 1000 }, { terms: parsePostQuery('hello').terms })],
       ['users: searchByName, anonymous', () => users.searchByName(anonymous, parseUserQuery('ali'), { limit: 20 })],
       ['users: searchByName after a cursor, admin', () => users.searchByName(admin(), parseUserQuery('ali bo'), { limit: 20, after: 'a' })],
     ]);
