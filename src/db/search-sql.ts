@@ -95,9 +95,10 @@ export interface SearchWindow {
  * `LIMIT`).
  *
  * SQLite: FTS5 drives the page, walking its doclists backwards from the cursor in rowid order and stopping at the
- * page's end, for a rare word as for a common one. The ORDER BY and the bound must be on FTS5's rowid (not
- * `posts.id`) and the bound an INTEGER (FTS5 takes a bound driver's REAL for no bound), or FTS5 scans every
- * match first. The whole page is one window.
+ * page's end, for a rare word as for a common one. The ORDER BY and the bounds must be on FTS5's rowid (not
+ * `posts.id`) and the bounds INTEGERs (FTS5 takes a bound driver's REAL for no bound), or FTS5 scans every
+ * match first. With `atLeast` (a window of ids, `searchPage`) it walks them forwards instead, every match of the
+ * window, oldest first.
  *
  * PostgreSQL: a GIN index lists every match of a word (no order, no bound), so the planner chooses between it
  * (then sorts) and the primary key walked backwards with the match as a filter, by its estimate of how common the
@@ -151,6 +152,18 @@ export function matchingPosts<O>(
     if (below !== undefined) owned = owned.where('posts.id', '<', below);
     return owned.orderBy('posts.id', 'desc').limit(limit);
   }
+  if (atLeast !== undefined) {
+    // A window of ids below a cursor (`searchPage`): FTS5 read forwards, oldest first, every match in the window (no
+    // LIMIT: the newest are wanted, and the window bounds the rows); searchPage puts them newest first. The join's
+    // unary `+` keeps SQLite from copying the bounds onto `posts.id` (an equality of two columns does), which made
+    // the posts' index drive and FTS5 answer one lookup a post.
+    let window = query
+      .innerJoin('post_search', (join) => join.on(sql<SqlBool>`posts.id = +post_search.rowid`))
+      .where(match)
+      .where(sql<SqlBool>`post_search.rowid >= cast(${atLeast} as integer)`);
+    if (below !== undefined) window = window.where(sql<SqlBool>`post_search.rowid < cast(${below} as integer)`);
+    return window.orderBy(sql`post_search.rowid`, 'asc');
+  }
   let matching = query.innerJoin('post_search', (join) => join.on(sql<SqlBool>`post_search.rowid = posts.id`)).where(match);
   if (below !== undefined) matching = matching.where(sql<SqlBool>`post_search.rowid < cast(${below} as integer)`);
   return matching.orderBy(sql`post_search.rowid`, 'desc').limit(limit);
@@ -164,8 +177,8 @@ export const SEARCH_WINDOW = 128;
 export const SEARCH_WINDOW_MAX = 32_768;
 
 /**
- * Reads one search page of `limit + 1` rows after `after` through `read` (a query made by `matchingPosts`): in one
- * window on SQLite. On PostgreSQL, the newest `SEARCH_WINDOW` posts below the cursor first; when they hold some
+ * Reads one search page of `limit + 1` rows after `after` through `read` (a query made by `matchingPosts`). On
+ * SQLite, see `sqliteSearchPage`. On PostgreSQL, the newest `SEARCH_WINDOW` posts below the cursor first; when they hold some
  * matches but not a page, as many more as that density says the page needs (twice that, at most
  * `SEARCH_WINDOW_MAX`); then, if the page is still not full, the index's matches below the windows (see
  * `matchingPosts`), which are then few: a word none of the first window's posts holds is in fewer than one post
@@ -178,9 +191,11 @@ export async function searchPage<Row extends { id: number }>(
   after: number | undefined,
   limit: number,
   read: (window: SearchWindow) => Promise<Row[]>,
-  { ownerId, first = SEARCH_WINDOW, max = SEARCH_WINDOW_MAX, batch: batchSize = INDEX_BATCH }: { ownerId?: number; first?: number; max?: number; batch?: number } = {},
+  options: { ownerId?: number; first?: number; max?: number; batch?: number } = {},
 ): Promise<Row[]> {
-  if (!isPostgres(db)) return read({ below: after, ownerId });
+  const { ownerId } = options;
+  if (!isPostgres(db)) return sqliteSearchPage(after, limit, read, { ownerId, first: options.first ?? SQLITE_WINDOW, max: options.max ?? SQLITE_WINDOW_MAX });
+  const { first = SEARCH_WINDOW, max = SEARCH_WINDOW_MAX, batch: batchSize = INDEX_BATCH } = options;
   const rows: Row[] = [];
   let below = after;
   let size = first;
@@ -218,6 +233,46 @@ export async function searchPage<Row extends { id: number }>(
     if (rows.length > limit || ids.length < step) break;
     below = ids[ids.length - 1];
   }
+  return rows.slice(0, limit + 1);
+}
+
+/**
+ * SQLite: how many ids below the cursor a page after a cursor looks at first (about a page of a word in half the
+ * posts), and at most in its second window.
+ */
+export const SQLITE_WINDOW = 64;
+export const SQLITE_WINDOW_MAX = 4096;
+
+/**
+ * SQLite's page (see `searchPage`). A first page, and one owner's search (the owner index drives it, each post looked
+ * up in FTS5 by its rowid), are one statement: FTS5 walks its doclists backwards from their newest entry and stops at
+ * the page's end. A page after a cursor is not: to start backwards from a rowid, FTS5 steps back through its doclist
+ * index from the newest entry, re-reading an index page from its start at each step (`fts5DlidxLvlPrev`), so the
+ * seek costs more the older the cursor and the more common the word. Forwards it seeks in one pass. So a page after
+ * a cursor reads windows of ids below it forwards (`atLeast`, all the window's matches, oldest first), newest window
+ * first: the first `first` ids, then as many as the first's density says the page needs (twice that, at most `max`).
+ * Past two windows (a word rare below the cursor: its doclist is short) the rest is the one backwards statement.
+ */
+async function sqliteSearchPage<Row extends { id: number }>(
+  after: number | undefined,
+  limit: number,
+  read: (window: SearchWindow) => Promise<Row[]>,
+  { ownerId, first, max }: { ownerId?: number; first: number; max: number },
+): Promise<Row[]> {
+  if (after === undefined || ownerId !== undefined) return read({ below: after, ownerId });
+  const rows: Row[] = [];
+  let below = after;
+  let size = first;
+  for (let round = 0; round < 2; round++) {
+    // Ids start at 1: a window reaching below it is the last one.
+    const atLeast = Math.max(below - size, 1);
+    const found = await read({ below, atLeast });
+    for (let i = found.length - 1; i >= 0; i--) rows.push(found[i]!);
+    if (rows.length > limit || atLeast === 1) return rows.slice(0, limit + 1);
+    below = atLeast;
+    size = found.length === 0 ? max : Math.min(max, 2 ** Math.ceil(Math.log2((2 * (limit + 1 - rows.length) * size) / found.length)));
+  }
+  rows.push(...(await read({ below })));
   return rows.slice(0, limit + 1);
 }
 

@@ -234,6 +234,7 @@ describe(`the SQL each repository sends (${backend})`, () => {
     const text = await record([
       ['page', () => notifications.page(alice, { limit: 20 })],
       ['page of some types after a cursor', () => notifications.page(alice, { limit: 20, after: 1000, types: ['follow', 'mention'] })],
+      ['pageWithCaller', () => notifications.pageWithCaller('hash', NOW, ids.alice, { limit: 20 })],
       ['findVisible', () => notifications.findVisible(alice, 1)],
       ['findVisibleMany', () => notifications.findVisibleMany(alice, [1, 2], ['follow'])],
       ['unreadCount', () => notifications.unreadCount(alice, 0)],
@@ -263,6 +264,7 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['indexPost, a new post', () => undone((db) => indexPost(db, { id: ids.publicPost, title: 'new', content: 'words' }, false))],
       ['indexPost, an edit', () => undone((db) => indexPost(db, { id: ids.publicPost, title: 'edited', content: 'words' }, true))],
       ['posts: a phrase, a prefix and an exclusion, member', () => posts.list(member(), { limit: 20 }, { terms: parsePostQuery('"hello world" wor* -spam').terms })],
+      ['posts: a page after a cursor, anonymous', () => posts.list(anonymous, { limit: 20, after: 1000 }, { terms: parsePostQuery('hello').terms })],
       ['users: searchByName, anonymous', () => users.searchByName(anonymous, parseUserQuery('ali'), { limit: 20 })],
       ['users: searchByName after a cursor, admin', () => users.searchByName(admin(), parseUserQuery('ali bo'), { limit: 20, after: 'a' })],
     ]);

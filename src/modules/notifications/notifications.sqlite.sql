@@ -90,6 +90,41 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   order by "notifications"."id" desc
   limit 21;
 
+-- pageWithCaller
+select "tokens"."id" as "caller_token_id", "users"."id" as "caller_id", "users"."role" as "caller_role", "users"."block_count" as "caller_blocks", "users"."mute_count" as "caller_mutes", "page"."id", "page"."recipient_id", "page"."actor_id", "page"."type", "page"."post_id", "page"."reply_id", "page"."created_at"
+  from "tokens"
+  inner join "users" on "users"."id" = "tokens"."user_id"
+  and "users"."password_version" = "tokens"."password_version"
+  left join (select "notifications"."id", "notifications"."recipient_id", "notifications"."actor_id", "notifications"."type", "notifications"."post_id", "notifications"."reply_id", "notifications"."created_at"
+  from "notifications"
+  where "notifications"."recipient_id" = ?
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "notifications"."actor_id")
+  and ("notifications"."post_id" is null
+  or ("notifications"."type" in (?, ?)
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = ?))
+  or (select true as "seen"
+  from "posts"
+  where "posts"."id" = "notifications"."post_id"
+  and (("posts"."visibility" = ?
+  or "posts"."owner_id" = ?
+  or ("posts"."visibility" = ?
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = ?)))
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id"))) is true) is true
+  order by "notifications"."id" desc
+  limit 21) as "page" on "page"."recipient_id" = "users"."id"
+  where "tokens"."token_hash" = ?
+  and "tokens"."expires_at" > ?
+  order by "page"."id" desc;
+
 -- findVisible
 select "notifications"."id", "notifications"."recipient_id", "notifications"."actor_id", "notifications"."type", "notifications"."post_id", "notifications"."reply_id", "notifications"."created_at"
   from "notifications"

@@ -51,6 +51,29 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   order by "window"."window_id" desc
   limit 21;
 
+-- posts: a page after a cursor, anonymous
+select "posts"."id"
+  from "posts"
+  where "posts"."id" < $1
+  order by "posts"."id" desc
+  limit $2
+  offset $3;
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  inner join (select "posts"."id" as "window_id"
+  from "posts"
+  where "posts"."id" < $1
+  order by "posts"."id" desc
+  limit 128) as "window" on "window"."window_id" = "posts"."id"
+  inner join "post_search" on "post_search"."post_id" = "posts"."id"
+  where ("posts"."visibility" = $2
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id"))
+  and (post_search.words @@ $3::tsquery) is true
+  order by "window"."window_id" desc
+  limit 21;
+
 -- users: searchByName, anonymous
 select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."public_post_count" as "post_count"
   from "user_words"

@@ -41,6 +41,30 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   order by post_search.rowid desc
   limit 21;
 
+-- posts: a page after a cursor, anonymous
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  inner join "post_search" on posts.id = +post_search.rowid
+  where ("posts"."visibility" = ?
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id"))
+  and post_search match ?
+  and post_search.rowid >= cast(? as integer)
+  and post_search.rowid < cast(? as integer)
+  order by post_search.rowid asc;
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  inner join "post_search" on posts.id = +post_search.rowid
+  where ("posts"."visibility" = ?
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id"))
+  and post_search match ?
+  and post_search.rowid >= cast(? as integer)
+  and post_search.rowid < cast(? as integer)
+  order by post_search.rowid asc;
+
 -- users: searchByName, anonymous
 select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."public_post_count" as "post_count"
   from "user_words"

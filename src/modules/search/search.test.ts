@@ -247,6 +247,11 @@ describe('GET /posts?q=', () => {
       const plan = await sqlitePlan(app.db, posts.listQuery(viewer, { limit: 20, after: 1000 }, { terms }));
       expect(plan[0]).toMatch(/^SCAN post_search VIRTUAL TABLE INDEX \d+:M1<$/);
       expect(plan.join('\n')).not.toMatch(/TEMP B-TREE/);
+      // A window below a cursor (searchPage): both bounds FTS5's, read forwards, no sort.
+      const window = await sqlitePlan(app.db, posts.listQuery(viewer, { limit: 20, after: 1000 }, { terms }, { below: 1000, atLeast: 936 }));
+      expect(window[0]).toMatch(/^SCAN post_search VIRTUAL TABLE INDEX \d+:M1><$/);
+      expect(window[1]).toBe('SEARCH posts USING INTEGER PRIMARY KEY (rowid=?)');
+      expect(window.join('\n')).not.toMatch(/TEMP B-TREE/);
       // One owner's posts drive their search (the owner index), each looked up in FTS5 by rowid.
       const owned = await sqlitePlan(app.db, posts.listQuery(viewer, { limit: 20, after: 1000 }, { terms, ownerId: 7 }, { below: 1000, ownerId: 7 }));
       expect(owned[0]).toMatch(/^SEARCH posts USING INDEX posts_owner_id \(owner_id=\? AND id<\?\)$/);
