@@ -313,7 +313,8 @@ const inserts = new Map<number, PlainStatement>();
  * gives one statement's rows the next ids in turn), as PostgreSQL's statement-level trigger writes them
  * (20261127T1800_notification_log_per_statement.ts): `notification_position` is bumped once for all of them and
  * their events take the ids it passed over, in the rows' order, with its one new tag. Two statements for any
- * number of rows, where a trigger ran a program per row.
+ * number of rows, where a trigger ran a program per row. The LIMIT is inside the window's subquery: a window is
+ * computed before its own query's LIMIT, over every notification.
  */
 const LOG_CREATED: readonly PlainStatement[] = [
   plain(`update notification_position set last_id = last_id + ?, tag = lower(hex(randomblob(6))) where id = 1`),
@@ -321,7 +322,8 @@ const LOG_CREATED: readonly PlainStatement[] = [
     `insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at)
      select p.last_id - n.rank + 1, 'created', n.id, n.recipient_id, p.tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
      from notification_position p,
-       (select id, recipient_id, row_number() over (order by id desc) as rank from notifications order by id desc limit ?) n
+       (select id, recipient_id, row_number() over (order by id desc) as rank
+        from (select id, recipient_id from notifications order by id desc limit ?)) n
      where p.id = 1`,
   ),
 ];

@@ -243,9 +243,10 @@ update notification_position
   where id = 1;
 insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at) select p.last_id - n.rank + 1, 'created', n.id, n.recipient_id, p.tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
   from notification_position p, (select id, recipient_id, row_number() over (order by id desc) as rank
+  from (select id, recipient_id
   from notifications
   order by id desc
-  limit 1) n
+  limit 1)) n
   where p.id = 1;
 
 -- insertNotifications
@@ -256,9 +257,10 @@ update notification_position
   where id = 1;
 insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at) select p.last_id - n.rank + 1, 'created', n.id, n.recipient_id, p.tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
   from notification_position p, (select id, recipient_id, row_number() over (order by id desc) as rank
+  from (select id, recipient_id
   from notifications
   order by id desc
-  limit ?) n
+  limit ?)) n
   where p.id = 1;
 
 -- mentioned
