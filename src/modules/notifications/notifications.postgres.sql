@@ -298,7 +298,8 @@ delete
   from "notifications"
   where "actor_id" = $1
   and "recipient_id" = $2
-  and "type" = $3;
+  and "type" = $3
+  and type in ('follow', 'recommend');
 
 -- removeFollows
 delete
@@ -307,7 +308,8 @@ delete
   and "recipient_id" = $2)
   or ("actor_id" = $3
   and "recipient_id" = $4))
-  and "type" = $5;
+  and "type" = $5
+  and type in ('follow', 'recommend');
 
 -- usersByKey
 select "id", "username_key"
@@ -420,7 +422,13 @@ delete
   where "recipient_id" = $1;
 delete
   from "notifications"
-  where "actor_id" = $1;
+  where "actor_id" = $1
+  and type in ('follow', 'recommend');
+delete
+  from "notifications"
+  where "reply_id" in (select "replies"."id"
+  from "replies"
+  where "replies"."author_id" = $1);
 delete
   from "notifications"
   where "post_id" in (select "posts"."id"

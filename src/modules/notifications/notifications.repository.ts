@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { PostgresAdapter, sql, type Kysely, type SqlBool } from 'kysely';
 import { plain, prepare, type Prepared } from '../../db/prepared.js';
 import type { PlainStatement, Tx } from '../../db/store.js';
 import type { Database, NotificationRow, NotificationType, Role } from '../../db/types.js';
@@ -81,6 +81,12 @@ export function visibleNotifications(db: Kysely<Database>, recipient: Recipient)
       ),
     );
 }
+
+/**
+ * The condition of the partial `notifications_actor` index (20261127T1800), word for word: a statement that finds
+ * rows by their actor states it so that both engines may use the index (neither infers it from `type = ?`).
+ */
+const BY_ACTOR = sql<SqlBool>`type in ('follow', 'recommend')`;
 
 /** Notification rows: reads through `visibleNotifications`, writes by the services that cause them. */
 export function createNotificationsRepository(db: Kysely<Database>) {
@@ -200,7 +206,10 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .execute();
     },
 
-    /** Any number of rows through the builder (test set-up); the services write through `insertNotifications`. */
+    /**
+     * Any number of rows through the builder (test set-up); the services write through `insertNotifications`. Both
+     * log their rows' stream events as they insert them (`logCreated`).
+     */
     async insert(rows: readonly NewNotification[]): Promise<void> {
       if (rows.length === 0) return;
       const created_at = new Date().toISOString();
@@ -208,6 +217,8 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .insertInto('notifications')
         .values(rows.map((row) => ({ post_id: null, reply_id: null, ...row, created_at })))
         .execute();
+      if (db.getExecutor().adapter instanceof PostgresAdapter) return;
+      for (const statement of LOG_CREATED) await sql.raw(statement.sqlite.replace('?', String(rows.length))).execute(db);
     },
 
     /** The recipients already told about mentions in this post (replyId undefined) or reply. */
@@ -230,7 +241,8 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .deleteFrom('notifications')
         .where('actor_id', '=', where.actorId)
         .where('recipient_id', '=', where.recipientId)
-        .where('type', '=', where.type);
+        .where('type', '=', where.type)
+        .where(BY_ACTOR);
       if (where.postId !== undefined) query = query.where('post_id', '=', where.postId);
       await query.execute();
     },
@@ -242,6 +254,7 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .deleteFrom('notifications')
         .where((eb) => eb.or(follows.map((f) => eb.and([eb('actor_id', '=', f.actorId), eb('recipient_id', '=', f.recipientId)]))))
         .where('type', '=', 'follow')
+        .where(BY_ACTOR)
         .execute();
     },
 
@@ -282,9 +295,11 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         await all.execute();
         return;
       }
-      // Three statements, each over its own index (one OR would be a scan of the table on PostgreSQL).
+      // Four statements, each over its own index (one OR would be a scan of the table on PostgreSQL). What the user
+      // caused: follows and recommends by actor; replies and mentions are in the user's replies or posts.
       await all.where('recipient_id', '=', userId).execute();
-      await all.where('actor_id', '=', userId).execute();
+      await all.where('actor_id', '=', userId).where(BY_ACTOR).execute();
+      await all.where('reply_id', 'in', (eb) => eb.selectFrom('replies').select('replies.id').where('replies.author_id', '=', userId)).execute();
       await all.where('post_id', 'in', (eb) => eb.selectFrom('posts').select('posts.id').where('posts.owner_id', '=', userId)).execute();
     },
   };
@@ -351,7 +366,30 @@ export async function findMayBeTold(
 const NOTIFICATION_ROW = '(?, ?, ?, ?, ?, ?)';
 const inserts = new Map<number, PlainStatement>();
 
-/** Writes notifications, in the order given (their ids follow it), all with one statement and one `created_at`. */
+/**
+ * SQLite: the `created` stream events of the `?` notifications just inserted (the newest ids: the single writer
+ * gives one statement's rows the next ids in turn), as PostgreSQL's statement-level trigger writes them
+ * (20261127T1800_notification_log_per_statement.ts): `notification_position` is bumped once for all of them and
+ * their events take the ids it passed over, in the rows' order, with its one new tag. Two statements for any
+ * number of rows, where a trigger ran a program per row. The LIMIT is inside the window's subquery: a window is
+ * computed before its own query's LIMIT, over every notification.
+ */
+const LOG_CREATED: readonly PlainStatement[] = [
+  plain(`update notification_position set last_id = last_id + ?, tag = lower(hex(randomblob(6))) where id = 1`),
+  plain(
+    `insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at)
+     select p.last_id - n.rank + 1, 'created', n.id, n.recipient_id, p.tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+     from notification_position p,
+       (select id, recipient_id, row_number() over (order by id desc) as rank
+        from (select id, recipient_id from notifications order by id desc limit ?)) n
+     where p.id = 1`,
+  ),
+];
+
+/**
+ * Writes notifications, in the order given (their ids follow it), all with one statement and one `created_at`, and
+ * their stream events (on PostgreSQL a statement-level trigger, on SQLite `LOG_CREATED`).
+ */
 export async function insertNotifications(tx: Tx, rows: readonly NewNotification[]): Promise<void> {
   if (rows.length === 0) return;
   let statement = inserts.get(rows.length);
@@ -362,8 +400,9 @@ export async function insertNotifications(tx: Tx, rows: readonly NewNotification
     inserts.set(rows.length, statement);
   }
   const createdAt = new Date().toISOString();
-  await tx.query(
+  await tx.run(
     statement,
     rows.flatMap((row) => [row.recipient_id, row.actor_id, row.type, row.post_id ?? null, row.reply_id ?? null, createdAt]),
   );
+  if (tx.dialect === 'sqlite') for (const log of LOG_CREATED) await tx.run(log, [rows.length]);
 }

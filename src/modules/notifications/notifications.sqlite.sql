@@ -273,10 +273,30 @@ insert into "notification_markers" ("user_id", "last_read_id")
 -- insert
 insert into "notifications" ("post_id", "reply_id", "recipient_id", "actor_id", "type", "created_at")
   values (?, ?, ?, ?, ?, ?);
+update notification_position
+  set last_id = last_id + 1, tag = lower(hex(randomblob(6)))
+  where id = 1;
+insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at) select p.last_id - n.rank + 1, 'created', n.id, n.recipient_id, p.tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+  from notification_position p, (select id, recipient_id, row_number() over (order by id desc) as rank
+  from (select id, recipient_id
+  from notifications
+  order by id desc
+  limit 1)) n
+  where p.id = 1;
 
 -- insertNotifications
 insert into notifications (recipient_id, actor_id, type, post_id, reply_id, created_at)
   values (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?);
+update notification_position
+  set last_id = last_id + ?, tag = lower(hex(randomblob(6)))
+  where id = 1;
+insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at) select p.last_id - n.rank + 1, 'created', n.id, n.recipient_id, p.tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+  from notification_position p, (select id, recipient_id, row_number() over (order by id desc) as rank
+  from (select id, recipient_id
+  from notifications
+  order by id desc
+  limit ?)) n
+  where p.id = 1;
 
 -- mentioned
 select "recipient_id"
@@ -298,7 +318,8 @@ delete
   from "notifications"
   where "actor_id" = ?
   and "recipient_id" = ?
-  and "type" = ?;
+  and "type" = ?
+  and type in ('follow', 'recommend');
 
 -- removeFollows
 delete
@@ -307,7 +328,8 @@ delete
   and "recipient_id" = ?)
   or ("actor_id" = ?
   and "recipient_id" = ?))
-  and "type" = ?;
+  and "type" = ?
+  and type in ('follow', 'recommend');
 
 -- usersByKey
 select "id", "username_key"
@@ -420,7 +442,13 @@ delete
   where "recipient_id" = ?;
 delete
   from "notifications"
-  where "actor_id" = ?;
+  where "actor_id" = ?
+  and type in ('follow', 'recommend');
+delete
+  from "notifications"
+  where "reply_id" in (select "replies"."id"
+  from "replies"
+  where "replies"."author_id" = ?);
 delete
   from "notifications"
   where "post_id" in (select "posts"."id"
