@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backend, freshDatabase } from '../../test/helpers/database.js';
-import { createBlocksRepository, blockBetween } from '../modules/blocks/blocks.repository.js';
+import { createBlocksRepository } from '../modules/blocks/blocks.repository.js';
 import { createFeedRepository } from '../modules/feed/feed.repository.js';
 import { FEED_PROBED_POSTS, createFollowersRepository } from '../modules/followers/followers.repository.js';
 import { createNotificationsRepository, findMayBeTold, insertNotifications } from '../modules/notifications/notifications.repository.js';
@@ -200,12 +200,13 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['listFollowing after a cursor, member', () => followers.listFollowing(ids.bob, member(), { limit: 20, after: 1 })],
       ['findFollower, member', () => followers.findFollower(ids.alice, ids.bob, member())],
       ['exists', () => followers.exists(ids.alice, ids.bob)],
-      ['followerRow, member', () => followers.followerRow(ids.bob, member())],
+      ['followFacts', () => followers.followFacts(ids.alice, ids.bob)],
       ['insert', () => undone((db) => createFollowersRepository(db).insert(ids.carol, ids.alice, NOW))],
       ['remove', () => undone((db) => createFollowersRepository(db).remove([{ followeeId: ids.alice, followerId: ids.bob }]))],
       ['remove, both ways', () => undone((db) => createFollowersRepository(db).remove([{ followeeId: ids.alice, followerId: ids.bob }, { followeeId: ids.bob, followerId: ids.alice }]))],
       ['usersOf', () => followers.usersOf([ids.alice, ids.bob])],
       ['adjustCounts', () => undone((db) => createFollowersRepository(db).adjustCounts(ids.alice, ids.bob, -1))],
+      ['countFollow', () => undone((db) => createFollowersRepository(db).countFollow(ids.alice, ids.bob, new Set()))],
       ['queueBackfill', () => undone((db) => createFollowersRepository(db).queueBackfill(ids.alice, ids.carol))],
       ['removePostsFromFeed, by key', () => undone((db) => createFollowersRepository(db).removePostsFromFeed(ids.alice, ids.bob, FEED_PROBED_POSTS))],
       ['removePostsFromFeed, walking the feed', () => undone((db) => createFollowersRepository(db).removePostsFromFeed(ids.alice, ids.bob, FEED_PROBED_POSTS + 1))],
@@ -249,7 +250,6 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['usersByKey', () => notifications.usersByKey(['alice', 'bob'])],
       ['findMayBeTold, by names', () => undone((_db, tx) => findMayBeTold(tx, ids.publicPost, ids.alice, { names: ['bob', 'carol'] }))],
       ['findMayBeTold, by ids', () => undone((_db, tx) => findMayBeTold(tx, ids.publicPost, ids.alice, { ids: [ids.bob] }))],
-      ['shutOut', () => notifications.shutOut(ids.bob, [ids.alice, ids.carol])],
       ['ownerOf', () => notifications.ownerOf(ids.publicPost)],
       ['removeAccount', () => undone((db) => createNotificationsRepository(db).removeAccount(ids.bob))],
       ['removeAccount, every account', () => undone((db) => createNotificationsRepository(db).removeAccount())],
@@ -300,7 +300,6 @@ describe(`the SQL each repository sends (${backend})`, () => {
   it('blocks', async () => {
     const blocks = createBlocksRepository(store.db);
     const text = await record([
-      ['blockBetween', () => blockBetween(store.db, ids.bob, ids.carol)],
       ['list after a cursor, member', () => blocks.list(ids.bob, blocked(), { limit: 20, after: 1000 })],
       ['find, admin', () => blocks.find(ids.bob, ids.carol, admin())],
       ['insert', () => undone((db) => createBlocksRepository(db).insert(ids.alice, ids.carol, NOW))],

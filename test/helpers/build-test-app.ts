@@ -2,6 +2,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import { onTestFinished } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { parseConfig, type Config } from '../../src/config.js';
+import type { StoreOptions } from '../../src/db/store.js';
 import { freshDatabase } from './database.js';
 
 export const PUBLIC_URL = 'http://corkboard.test';
@@ -39,10 +40,10 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
 
 /**
  * The production app (same plugins, same Ajv options) on a fresh database, closed when the test finishes.
- * Call it inside a test.
+ * Call it inside a test. `storeOptions`: the store's own (an `onStatement` observer, say).
  */
-export async function buildTestApp(overrides: Partial<Config> = {}): Promise<FastifyInstance> {
-  const { store, drop } = await freshDatabase();
+export async function buildTestApp(overrides: Partial<Config> = {}, storeOptions: StoreOptions = {}): Promise<FastifyInstance> {
+  const { store, drop } = await freshDatabase(storeOptions);
   const app = await buildApp(testConfig(overrides), { store, logger: false });
   await app.ready();
   onTestFinished(async () => {

@@ -4,21 +4,6 @@ import { pageLimit } from '../../shared/pagination.js';
 import { USER_COLUMNS, userShownTo, visiblePostCount, type Viewer } from '../../shared/visibility.js';
 import type { ListedUserRow, UserRelationRepository } from './user-relations.js';
 
-/** Whether a block stands between the two users, either way (two probes of the pair and target indexes). */
-export async function blockBetween(db: Kysely<Database>, a: number, b: number): Promise<boolean> {
-  const row = await db
-    .selectFrom('blocks')
-    .select('blocks.id')
-    .where((eb) =>
-      eb.or([
-        eb.and([eb('blocks.blocker_id', '=', a), eb('blocks.blocked_id', '=', b)]),
-        eb.and([eb('blocks.blocker_id', '=', b), eb('blocks.blocked_id', '=', a)]),
-      ]),
-    )
-    .executeTakeFirst();
-  return row !== undefined;
-}
-
 /** Blocks by author (blocker): the rows behind /users/{id}/blocks. Pass a transaction's `db` to write. */
 export function createBlocksRepository(db: Kysely<Database>): UserRelationRepository {
   const targets = (ownerId: number, viewer: Viewer) =>

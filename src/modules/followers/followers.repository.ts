@@ -62,9 +62,42 @@ export function createFollowersRepository(db: Kysely<Database>) {
       return row !== undefined;
     },
 
-    /** The follower's user row as `viewer` sees it, counters included (a new follow answers it). */
-    followerRow(followerId: number, viewer: Viewer): Promise<PublicUserRow> {
-      return db.selectFrom('users').select(USER_COLUMNS).select(visiblePostCount(viewer)).where('id', '=', followerId).executeTakeFirstOrThrow();
+    /**
+     * What a new follow must know, read in one statement once both users' rows are locked (on PostgreSQL a statement
+     * run after the lock sees every block, mute and suspension committed before it): the follower's row as the
+     * follower themself or an admin sees it (the post count is the full one: the answer's viewer is one of them),
+     * whether either user is suspended, whether a block stands between them either way, and whether the followee
+     * mutes the follower (then the followee is not told, CONTRACT §10). Undefined when the follower is gone.
+     */
+    async followFacts(followeeId: number, followerId: number): Promise<FollowFacts | undefined> {
+      const row = await db
+        .selectFrom('users')
+        .select(USER_COLUMNS)
+        .select('users.post_count')
+        .select((eb) => [
+          eb.exists(eb.selectFrom('suspensions').select('suspensions.user_id').where('suspensions.user_id', '=', followeeId)).as('followee_suspended'),
+          eb.exists(eb.selectFrom('suspensions').select('suspensions.user_id').whereRef('suspensions.user_id', '=', 'users.id')).as('follower_suspended'),
+          eb.exists(
+            eb
+              .selectFrom('blocks')
+              .select('blocks.id')
+              .where((b) =>
+                b.or([
+                  b.and([b('blocks.blocker_id', '=', followeeId), b('blocks.blocked_id', '=', followerId)]),
+                  b.and([b('blocks.blocker_id', '=', followerId), b('blocks.blocked_id', '=', followeeId)]),
+                ]),
+              ),
+          ).as('blocked'),
+          eb.exists(eb.selectFrom('mutes').select('mutes.id').where('mutes.muter_id', '=', followeeId).where('mutes.muted_id', '=', followerId)).as('muted'),
+        ])
+        .where('users.id', '=', followerId)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      const { followee_suspended, follower_suspended, blocked, muted, ...follower } = row;
+      const suspended = new Set<number>();
+      if (followee_suspended) suspended.add(followeeId);
+      if (follower_suspended) suspended.add(followerId);
+      return { follower: follower as PublicUserRow, suspended, blocked: Boolean(blocked), muted: Boolean(muted) };
     },
 
     /** Throws the driver's unique violation when the relation exists, its foreign key violation when a user is gone. */
@@ -101,18 +134,22 @@ export function createFollowersRepository(db: Kysely<Database>) {
     },
 
     /**
-     * Moves both counters of one relation by `delta` (atomic `col = col ± 1`; the caller has locked both rows). A
-     * suspended account's relations are out of the other side's counter while the suspension stands (see
-     * suspensions.service.ts), so that side's counter stays.
+     * Moves both counters of one relation by `delta` (atomic `col = col ± 1`; the caller has locked both rows), in one
+     * statement. A suspended account's relations are out of the other side's counter while the suspension stands
+     * (see suspensions.service.ts), so that side's counter stays.
      */
     async adjustCounts(followeeId: number, followerId: number, delta: 1 | -1, suspended: ReadonlySet<number> = new Set()): Promise<void> {
-      const op = delta > 0 ? '+' : '-';
-      if (!suspended.has(followerId)) {
-        await db.updateTable('users').set((eb) => ({ follower_count: eb('follower_count', op, 1) })).where('id', '=', followeeId).execute();
-      }
-      if (!suspended.has(followeeId)) {
-        await db.updateTable('users').set((eb) => ({ following_count: eb('following_count', op, 1) })).where('id', '=', followerId).execute();
-      }
+      await moveCounts(db, followeeId, followerId, delta, suspended).execute();
+    },
+
+    /**
+     * adjustCounts for a new follow, answering the follower's counters as the update left them: a follow holds the
+     * two rows only against blocks, suspensions and unfollows (see follow), so another follow of the same follower
+     * may have moved them since it read the row.
+     */
+    async countFollow(followeeId: number, followerId: number, suspended: ReadonlySet<number>): Promise<{ follower_count: number; following_count: number } | undefined> {
+      const rows = await moveCounts(db, followeeId, followerId, 1, suspended).returning(['id', 'follower_count', 'following_count']).execute();
+      return rows.find((row) => Number(row.id) === followerId);
     },
 
     /**
@@ -149,6 +186,34 @@ export function createFollowersRepository(db: Kysely<Database>) {
         .execute();
     },
   };
+}
+
+/**
+ * The one statement that moves both counters of a relation by `delta`; a suspended side's counterpart stays (see
+ * adjustCounts). Both rows are updated (by 0 where nothing moves): countFollow reads the follower's back.
+ */
+function moveCounts(db: Kysely<Database>, followeeId: number, followerId: number, delta: 1 | -1, suspended: ReadonlySet<number>) {
+  const followers = suspended.has(followerId) ? 0 : delta; // the followee's follower_count
+  const following = suspended.has(followeeId) ? 0 : delta; // the follower's following_count
+  return db
+    .updateTable('users')
+    .set((eb) => ({
+      follower_count: eb('follower_count', '+', eb.case().when('id', '=', followeeId).then(followers).else(0).end()),
+      following_count: eb('following_count', '+', eb.case().when('id', '=', followerId).then(following).else(0).end()),
+    }))
+    .where('id', 'in', [followeeId, followerId]);
+}
+
+/** What a follow reads of its two users under their locks (followFacts). */
+export interface FollowFacts {
+  /** The follower's row, counters as they were before the follow. */
+  follower: PublicUserRow;
+  /** Which of the two users are suspended. */
+  suspended: Set<number>;
+  /** A block stands between the two, either way. */
+  blocked: boolean;
+  /** The followee mutes the follower. */
+  muted: boolean;
 }
 
 /** One follow relation. */

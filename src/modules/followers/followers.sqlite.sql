@@ -113,20 +113,22 @@ select "follower_id"
   where "followee_id" = ?
   and "follower_id" = ?;
 
--- followerRow, member
-select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", case when "users"."id" = ? then "users"."post_count" when (exists (select "blocks"."id"
+-- followFacts
+select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."post_count", exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = ?) as "followee_suspended", exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "users"."id") as "follower_suspended", exists (select "blocks"."id"
   from "blocks"
-  where "blocks"."blocker_id" = ?
-  and "blocks"."blocked_id" = "users"."id")
-  or exists (select "blocks"."id"
-  from "blocks"
-  where "blocks"."blocked_id" = ?
-  and "blocks"."blocker_id" = "users"."id")) then 0 when exists (select "follows"."follower_id"
-  from "follows"
-  where "follows"."followee_id" = "users"."id"
-  and "follows"."follower_id" = ?) then "users"."public_post_count" + "users"."followers_post_count" else "users"."public_post_count" end as "post_count"
+  where (("blocks"."blocker_id" = ?
+  and "blocks"."blocked_id" = ?)
+  or ("blocks"."blocker_id" = ?
+  and "blocks"."blocked_id" = ?))) as "blocked", exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = ?
+  and "mutes"."muted_id" = ?) as "muted"
   from "users"
-  where "id" = ?;
+  where "users"."id" = ?;
 
 -- insert
 insert into "follows" ("follower_id", "followee_id", "created_at")
@@ -156,11 +158,14 @@ select "users"."id", "users"."post_count", "suspensions"."user_id" as "suspended
 
 -- adjustCounts
 update "users"
-  set "follower_count" = "follower_count" - ?
-  where "id" = ?;
+  set "follower_count" = "follower_count" + case when "id" = ? then -1 else 0 end, "following_count" = "following_count" + case when "id" = ? then -1 else 0 end
+  where "id" in (?, ?);
+
+-- countFollow
 update "users"
-  set "following_count" = "following_count" - ?
-  where "id" = ?;
+  set "follower_count" = "follower_count" + case when "id" = ? then 1 else 0 end, "following_count" = "following_count" + case when "id" = ? then 1 else 0 end
+  where "id" in (?, ?)
+  returning "id", "follower_count", "following_count";
 
 -- queueBackfill
 insert into "feed_backfill" ("user_id", "owner_id")

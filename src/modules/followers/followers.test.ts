@@ -94,6 +94,22 @@ describe('POST /users/{user_id}/followers', () => {
     expect(await pendingRows(app)).toEqual([]);
   });
 
+  it('follows in seven statements: the caller, the rows held, one read of what it must know, then one write each, the counters last', async () => {
+    const seen: string[] = [];
+    const app = await buildTestApp({}, { onStatement: ({ sql: text }) => void seen.push(text) });
+    const followee = await signUp(app);
+    const follower = await signUp(app);
+    await insertPost(app, followee.id);
+    await app.fanout.close(); // the worker's backfill is not the request's
+    seen.length = 0;
+    await follow(app, followee, follower);
+    const statements = seen.filter((text) => !/^(begin|commit|rollback|savepoint|release)\b/i.test(text.trim()));
+    // The caller's token; both users held; the follower's row with the suspensions, a block, a mute; the relation;
+    // the backfill; the notification (its log row is the trigger's); last, both counters, answering the follower's.
+    expect(statements.map((text) => text.trim().split(/\s+/)[0]!.toLowerCase())).toEqual(['select', 'select', 'select', 'insert', 'insert', 'insert', 'update']);
+    expect(await pendingRows(app)).toEqual([{ user_id: follower.id, owner_id: followee.id }]);
+  });
+
   it('lets an admin register another user as a follower', async () => {
     const app = await buildTestApp();
     const admin = await createAdmin(app);
@@ -232,14 +248,14 @@ describe('POST /users/{user_id}/followers', () => {
     const follower = await signUp(app);
     let response: Promise<Response> | undefined;
     await app.db.transaction().execute(async (trx) => {
-      // Hold the followee's row as a user delete does, let the follow's row lock wait on it, then delete and commit.
+      // Hold the followee's row as a user delete does, let the follow's hold on it wait, then delete and commit.
       await trx.selectFrom('users').select('id').where('id', '=', followee.id).forUpdate().execute();
       response = call(app, 'POST', `/users/${followee.id}/followers`, { token: follower.token, body: { id: follower.id } });
       let blocked = false;
       for (let i = 0; i < 500 && !blocked; i++) {
         const { rows } = await sql<{ n: number }>`
           select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock' and query like 'select "id" from "users"%for update'`.execute(app.db);
+          where datname = current_database() and wait_event_type = 'Lock' and query like 'select "id" from "users"%for key share'`.execute(app.db);
         blocked = rows[0]!.n > 0;
         if (!blocked) await new Promise((resolve) => setTimeout(resolve, 10));
       }

@@ -396,20 +396,6 @@ select "users"."id", "users"."username_key"
   and "blocks"."blocker_id" = "posts"."owner_id"))))))
   and "users"."id" in ($9);
 
--- shutOut
-select "blocks"."blocked_id" as "id"
-  from "blocks"
-  where "blocks"."blocker_id" = $1
-  and "blocks"."blocked_id" in ($2, $3)
-  union all select "blocks"."blocker_id" as "id"
-  from "blocks"
-  where "blocks"."blocked_id" = $4
-  and "blocks"."blocker_id" in ($5, $6)
-  union all select "mutes"."muter_id" as "id"
-  from "mutes"
-  where "mutes"."muted_id" = $7
-  and "mutes"."muter_id" in ($8, $9);
-
 -- ownerOf
 select "users"."id", "users"."username_key"
   from "posts"

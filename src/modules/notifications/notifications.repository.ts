@@ -264,19 +264,6 @@ export function createNotificationsRepository(db: Kysely<Database>) {
       return new Map(rows.map((row) => [row.username_key, Number(row.id)]));
     },
 
-    /** Which of `recipients` must not hear of `actorId`: a block either way, or they mute the actor (one statement). */
-    async shutOut(actorId: number, recipients: readonly number[]): Promise<Set<number>> {
-      const shut = await db
-        .selectFrom('blocks')
-        .select('blocks.blocked_id as id')
-        .where('blocks.blocker_id', '=', actorId)
-        .where('blocks.blocked_id', 'in', recipients)
-        .unionAll(db.selectFrom('blocks').select('blocks.blocker_id as id').where('blocks.blocked_id', '=', actorId).where('blocks.blocker_id', 'in', recipients))
-        .unionAll(db.selectFrom('mutes').select('mutes.muter_id as id').where('mutes.muted_id', '=', actorId).where('mutes.muter_id', 'in', recipients))
-        .execute();
-      return new Set(shut.map((row) => Number(row.id)));
-    },
-
     /** The post's owner, with their username key; undefined when the post is gone. */
     async ownerOf(postId: number): Promise<{ id: number; key: string } | undefined> {
       const row = await db

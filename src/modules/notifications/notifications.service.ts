@@ -61,16 +61,6 @@ async function mayBeToldAmong(tx: Tx, postId: number, actorId: number, who: { na
 }
 
 /**
- * Which of `recipients` hear of `actorId` at all (CONTRACT §9, §10): none across a block, either way, and none from a
- * user the recipient mutes. One statement; the blocks and mutes indexes answer it. (Follows: no post to see.)
- */
-async function hearers(db: Kysely<Database>, actorId: number, recipients: readonly number[]): Promise<Set<number>> {
-  if (recipients.length === 0) return new Set();
-  const out = await createNotificationsRepository(db).shutOut(actorId, recipients);
-  return new Set(recipients.filter((id) => !out.has(id)));
-}
-
-/**
  * Brings the mention notifications of a post (`reply` undefined) or a reply in line with its text: the users it
  * mentions now (but its author, and `exclude`) who may be told and were not told yet are notified; those told
  * before whom it no longer mentions lose theirs. `fresh`: the text is new, nobody was told yet. `excludeKey`:
@@ -117,9 +107,13 @@ async function syncMentions(
   );
 }
 
-/** `followerId` followed `followeeId` (never oneself: the route refuses that). */
-export async function notifyFollow(tx: Tx, followerId: number, followeeId: number): Promise<void> {
-  if (!(await hearers(tx.db, followerId, [followeeId])).has(followeeId)) return;
+/**
+ * `followerId` followed `followeeId` (never oneself: the route refuses that). Rule 6 asks two things of these two,
+ * both read by the follow under the users' locks: no block stands between them (or there would be no follow), and
+ * `muted`, whether the followee mutes the follower (then they are not told).
+ */
+export async function notifyFollow(tx: Tx, followerId: number, followeeId: number, muted: boolean): Promise<void> {
+  if (muted) return;
   await insertNotifications(tx, [{ recipient_id: followeeId, actor_id: followerId, type: 'follow' }]);
 }
 

@@ -416,20 +416,6 @@ select "users"."id", "users"."username_key"
   and "blocks"."blocker_id" = "posts"."owner_id"))))))
   and "users"."id" in (?);
 
--- shutOut
-select "blocks"."blocked_id" as "id"
-  from "blocks"
-  where "blocks"."blocker_id" = ?
-  and "blocks"."blocked_id" in (?, ?)
-  union all select "blocks"."blocker_id" as "id"
-  from "blocks"
-  where "blocks"."blocked_id" = ?
-  and "blocks"."blocker_id" in (?, ?)
-  union all select "mutes"."muter_id" as "id"
-  from "mutes"
-  where "mutes"."muted_id" = ?
-  and "mutes"."muter_id" in (?, ?);
-
 -- ownerOf
 select "users"."id", "users"."username_key"
   from "posts"
