@@ -52,8 +52,8 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  * a post is in every follower's feed from the moment it is created.
  *
  * A post of an owner with many followers (more than one transaction may write, see `perTransaction`) would make
- * one such transaction write an entry per follower, holding SQLite's write lock (or the owner's row on PostgreSQL)
- * for all of it while every other writer waits. Those posts are fanned out in chunks of followers instead, each
+ * one such transaction write an entry per follower, holding SQLite's write lock (or, on PostgreSQL, the owner's row
+ * against follows) for all of it while every other writer waits. Those posts are fanned out in chunks of followers instead, each
  * its own transaction, alternating with batches of the small posts queued behind them, so an ordinary post waits
  * for one chunk, not the whole fan-out. Read-time merging alone (never writing entries for such owners) was the
  * alternative: it would make every follower's feed read probe the big owners' posts on each page forever, while
@@ -64,8 +64,12 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  * `posts` until then (see drainBackfill).
  *
  * Correctness against concurrent follows and unfollows is the same as if fan-out ran inside the create: the
- * owners' user rows are locked (in ascending id order) before the entries are written, and following or
- * unfollowing updates the same row (its follower_count), so each sees the other's committed rows.
+ * owners' user rows are held (in ascending id order) before the entries are written, and following or unfollowing
+ * (a block, an account's deletion) locks the same rows first (`lockRows`, FOR UPDATE), so each sees the other's
+ * committed rows. The worker only shares them (`shareRows`, FOR KEY SHARE): enough to wait for those, and not in the
+ * way of the owners' creates, whose post counter UPDATE takes the weaker lock that does not conflict with it. Locked
+ * FOR UPDATE, one author posting steadily kept the worker queued behind every create on the row (on PostgreSQL
+ * past statement_timeout, so nothing was fanned out) while each create queued behind the worker's batch.
  */
 /**
  * The worker's transactions commit alone (SQLite group commit would otherwise let requests' writes share them, and
@@ -141,7 +145,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
         entries += post.follower_count;
       }
       if (small.length === 0) return { done: 0, big };
-      await tx.lockRows('users', [...new Set(small.map((b) => b.owner_id))]);
+      await tx.shareRows('users', [...new Set(small.map((b) => b.owner_id))]);
       const ids = small.map((b) => b.post_id);
       const written = await tx.db
         .insertInto('feed_entries')
@@ -163,7 +167,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
   /**
    * The next chunk of one big post: the entries of its next followers (as many as one transaction may write, by
    * ascending id, after the last chunk's), in a transaction of its own, so that no transaction holds the write
-   * lock (SQLite) or the owner's row (PostgreSQL) for longer than one chunk takes. The last chunk also removes the
+   * lock (SQLite) or the owner's row against follows (PostgreSQL) for longer than one chunk takes. The last chunk also removes the
    * post from the queue; until then feeds merge it in from the queue, so every follower sees it from the start.
    * Answers 1 when it did work.
    */
@@ -171,10 +175,10 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
     store.transaction(async (tx) => {
       const started = performance.now();
       if (!(await tx.tryExclusive(DRAIN_LOCK))) return 0;
-      // Locking the owner orders this chunk with follows and unfollows of the owner (they update the same row):
-      // a follower who unfollowed is not in `follows` any more, and one who follows now gets the post from the
+      // Holding the owner orders this chunk with follows and unfollows of the owner (they lock the same row): a
+      // follower who unfollowed is not in `follows` any more, and one who follows now gets the post from the
       // follow's own backfill, whichever chunk their id falls in.
-      await tx.lockRows('users', [post.owner_id]);
+      await tx.shareRows('users', [post.owner_id]);
       const after = progress.get(post.post_id) ?? 0;
       const last = await tx.db
         .selectFrom('follows')
@@ -235,7 +239,7 @@ export function createFanout(store: Store, log: FastifyBaseLogger, options: Fano
         entries += follow.post_count;
       }
       if (taken.length === 0) return 0;
-      await tx.lockRows('users', [...new Set(taken.flatMap((f) => [f.user_id, f.owner_id]))]);
+      await tx.shareRows('users', [...new Set(taken.flatMap((f) => [f.user_id, f.owner_id]))]);
       const these = (eb: ExpressionBuilder<Database, 'feed_backfill'>) =>
         eb.or(taken.map((f) => eb.and([eb('feed_backfill.user_id', '=', f.user_id), eb('feed_backfill.owner_id', '=', f.owner_id)])));
       const written = await tx.db

@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import { perViewerKind, plain, prepare, type Prepared } from '../../db/prepared.js';
-import { matchingPosts, searchPage, type SearchTerm, type SearchWindow } from '../../db/search-sql.js';
+import { isPostgres, matchingPosts, searchPage, type SearchTerm, type SearchWindow } from '../../db/search-sql.js';
 import type { Store } from '../../db/store.js';
 import type { Database, PostRow, Role, Visibility } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
@@ -102,6 +102,34 @@ export function createPostsRepository(db: Kysely<Database>) {
     /** Deletes the post (its replies, recommends and feed entries cascade); answers the row it removed. */
     remove(id: number): Promise<PostRow | undefined> {
       return db.deleteFrom('posts').where('id', '=', id).returning(POST_COLUMNS).executeTakeFirst();
+    },
+
+    /**
+     * The post as it must be dated so that its owner's posts carry createdAt in the order of their ids, once the
+     * owner's row is locked (createPost). On PostgreSQL two creates of one owner draw their id and their time side by
+     * side, before that lock, and may draw them in opposite orders: the one locking second then takes a time between
+     * its committed neighbours' (the owner's nearest post below its id and above it), a tie where they disagree. Each
+     * create does this under the lock, so the committed posts stay in order. SQLite's writer runs creates one after
+     * another, time and id together: nothing to do there.
+     */
+    async orderCreatedAt(post: PostRow): Promise<PostRow> {
+      if (!isPostgres(db)) return post;
+      const neighbour = (side: '<' | '>') =>
+        db
+          .selectFrom('posts')
+          .select('created_at')
+          .where('owner_id', '=', post.owner_id)
+          .where('id', side, post.id)
+          .orderBy('id', side === '<' ? 'desc' : 'asc')
+          .limit(1);
+      const { before, after } = await db
+        .selectNoFrom([neighbour('<').as('before'), neighbour('>').as('after')])
+        .executeTakeFirstOrThrow();
+      let at = post.created_at;
+      if (before !== null && before > at) at = before;
+      if (after !== null && after < at) at = after;
+      if (at === post.created_at) return post;
+      return db.updateTable('posts').set({ created_at: at, updated_at: at }).where('id', '=', post.id).returning(POST_COLUMNS).executeTakeFirstOrThrow();
     },
 
     /**

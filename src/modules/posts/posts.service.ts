@@ -1,3 +1,4 @@
+import { constraintKind } from '../../db/errors.js';
 import type { Store, Tx } from '../../db/store.js';
 import type { PostRow, Visibility } from '../../db/types.js';
 import { updatedAfter, type Precondition } from '../../shared/conditional.js';
@@ -6,10 +7,16 @@ import { indexPost } from '../search/search.repository.js';
 import { createPostsRepository } from './posts.repository.js';
 
 /**
- * Creates a post inside the caller's transaction: the owner's post counters and the post, which a trigger queues
- * for the fan-out worker (feed.fanout.ts) to write into the home feed of every follower; the worker hears of it
- * once the transaction commits. Feeds merge queued posts, so the post is in them at once. Undefined when the owner
- * does not exist.
+ * Creates a post inside the caller's transaction: the post, which a trigger queues for the fan-out worker
+ * (feed.fanout.ts) to write into the home feed of every follower (the worker hears of it once the transaction
+ * commits; feeds merge queued posts, so the post is in them at once), its mentions, search entry and stream event,
+ * and last the owner's post counters. Undefined when the owner does not exist.
+ *
+ * The counters come last because the UPDATE locks the owner's row until COMMIT, and every other create of the same
+ * owner waits on it (PostgreSQL; issue 45): taken at the end, the lock covers what must be serial per owner (the
+ * count, and createdAt in id order, see orderCreatedAt) and the COMMIT, not the inserts before them, which two
+ * creates of one owner run side by side. The post's foreign key to its owner only shares the row (FOR KEY SHARE),
+ * which the counter UPDATE does not wait for.
  */
 export async function createPost(
   tx: Tx,
@@ -18,15 +25,20 @@ export async function createPost(
 ): Promise<PostRow | undefined> {
   const visibility = input.visibility ?? 'public';
   const posts = createPostsRepository(tx.db);
-  if (!(await posts.countPost(ownerId, visibility, 1))) return undefined;
-  // Taken once the owner's row is locked (by the count above), as the id is drawn by the insert below: an
-  // author's concurrent posts then carry createdAt in the order of their ids, on PostgreSQL as on SQLite.
   const createdAt = new Date().toISOString();
-  const post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
+  let post: PostRow;
+  try {
+    post = await posts.insert({ owner_id: ownerId, title: input.title, content: input.content, visibility, created_at: createdAt });
+  } catch (error) {
+    if (constraintKind(error) === 'foreign_key') return undefined; // no such owner
+    throw error;
+  }
   await postWritten(tx, post, true); // notifications of its mentions (CONTRACT §10), before the stream event
   await indexPost(tx.db, post, false); // search (CONTRACT §11): in the same transaction
+  // The event records the post's id, owner and visibility, which orderCreatedAt below leaves as they are.
   await tx.recordPostChange({ kind: 'created', post });
-  return post;
+  if (!(await posts.countPost(ownerId, visibility, 1))) return undefined;
+  return posts.orderCreatedAt(post);
 }
 
 /**

@@ -1,11 +1,14 @@
 import type { FastifyInstance } from 'fastify';
-import { describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
+import { describe, expect, it, vi } from 'vitest';
 import { PUBLIC_URL, buildTestApp, call, write } from '../../../test/helpers/build-test-app.js';
 import { expectCreatedAtInIdOrder, follow, nextPath, publish, unfollow, type PostJson } from '../../../test/helpers/api.js';
 import { backend, sqlitePlan } from '../../../test/helpers/database.js';
 import { createAdmin, signUp } from '../../../test/helpers/factories.js';
 import type { Viewer } from '../../shared/visibility.js';
+import type { PostRow } from '../../db/types.js';
 import { createPostsRepository } from './posts.repository.js';
+import { createPost } from './posts.service.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -546,6 +549,85 @@ describe('createdAt of concurrent posts', () => {
     const listed = res.json() as PostJson[];
     expect(listed).toHaveLength(30);
     expectCreatedAtInIdOrder(listed, 'newest first');
+  });
+});
+
+// Issue 45: a create takes its owner's row (the post counter) last, just before COMMIT. Posts by other authors never
+// wait for it; a second post by the same author runs its inserts meanwhile and waits only at the counter, and the
+// time it drew before that is moved so that the author's posts keep createdAt in id order.
+describe('creates on PostgreSQL: the lock on the author (the post counter) is taken last', () => {
+  /** Runs createPost for `ownerId` in a transaction held open once createPost is done; `release` commits it. */
+  function heldCreate(app: FastifyInstance, ownerId: number, title: string) {
+    let release!: () => void;
+    const open = new Promise<void>((resolve) => (release = resolve));
+    let created!: (post: PostRow) => void;
+    const done = new Promise<PostRow>((resolve) => (created = resolve));
+    const committed = app.store.transaction(async (tx) => {
+      const post = await createPost(tx, ownerId, { title, content: 'c' });
+      created(post!);
+      await open;
+      return post!;
+    });
+    return { done, release, committed };
+  }
+  const waitingOnUsers = async (app: FastifyInstance) =>
+    (
+      await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock' and query like 'update "users" set "post_count"%'`.execute(app.db)
+    ).rows[0]!.n;
+
+  it.runIf(backend === 'postgres')("another author's create commits while the first is still open", async () => {
+    const app = await buildTestApp();
+    const ann = await signUp(app);
+    const bob = await signUp(app);
+    const first = heldCreate(app, ann.id, 'first');
+    await first.done;
+    const second = call(app, 'POST', `/users/${bob.id}/posts`, { token: bob.token, body: { title: 'second', content: 'c' } });
+    const timeout = new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 5_000).unref());
+    const answer = await Promise.race([second, timeout]);
+    first.release();
+    expect(answer).not.toBe('waited');
+    if (answer === 'waited') return;
+    expect(answer.statusCode).toBe(201);
+    await first.committed;
+    expect(await postCount(app, ann.id)).toBe(1);
+    expect(await postCount(app, bob.id)).toBe(1);
+  });
+
+  it.runIf(backend === 'postgres')('the same author: the second waits only at the counter, then dates its post in id order', async () => {
+    const app = await buildTestApp();
+    const ann = await signUp(app);
+    // The first draws the smaller id and the later time; the second, the larger id and the earlier time (near
+    // now: the tokens must stay valid).
+    const base = Math.floor(Date.now() / 1000) * 1000;
+    const later = new Date(base + 1000).toISOString();
+    vi.useFakeTimers({ toFake: ['Date'] });
+    let first: ReturnType<typeof heldCreate> | undefined;
+    try {
+      vi.setSystemTime(base + 1000);
+      first = heldCreate(app, ann.id, 'first');
+      const firstPost = await first.done;
+      vi.setSystemTime(base);
+      const second = call(app, 'POST', `/users/${ann.id}/posts`, { token: ann.token, body: { title: 'second', content: 'c' } });
+      // The second's post, search entry and event are written; it waits at the counter UPDATE.
+      await expect.poll(() => waitingOnUsers(app), { timeout: 5_000 }).toBe(1);
+      first.release();
+      const answer = await second;
+      expect(answer.statusCode).toBe(201);
+      await first.committed;
+      const secondPost = answer.json() as PostJson;
+      expect(secondPost.id).toBeGreaterThan(firstPost.id);
+      expect(secondPost.createdAt).toBe(later);
+      const listed = (await call(app, 'GET', `/users/${ann.id}/posts`)).json() as PostJson[];
+      expect(listed.map((p) => [p.id, p.createdAt, p.updatedAt])).toEqual([
+        [secondPost.id, later, later],
+        [firstPost.id, later, later],
+      ]);
+      expect(await postCount(app, ann.id)).toBe(2);
+    } finally {
+      first?.release();
+      vi.useRealTimers();
+    }
   });
 });
 
