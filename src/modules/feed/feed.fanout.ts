@@ -64,10 +64,11 @@ const DRAIN_LOCK = 0x636f726b; // "cork"
  * `posts` until then (see drainBackfill).
  *
  * Correctness against concurrent follows and unfollows is the same as if fan-out ran inside the create: the
- * owners' user rows are held (in ascending id order) before the entries are written, and following or unfollowing
- * (a block, an account's deletion) locks the same rows first (`lockRows`, FOR UPDATE), so each sees the other's
- * committed rows. The worker only shares them (`shareRows`, FOR KEY SHARE): enough to wait for those, and not in the
- * way of the owners' creates, whose post counter UPDATE takes the weaker lock that does not conflict with it. Locked
+ * owners' user rows are held (in ascending id order) before the entries are written, and unfollowing (a block, an
+ * account's deletion) locks the same rows first (`lockRows`, FOR UPDATE), so each sees the other's committed rows. A
+ * follow only shares them too (followers.service.ts): whatever a batch saw of it, the follow's own backfill writes
+ * the followee's posts once it commits. The worker only shares them (`shareRows`, FOR KEY SHARE): enough to wait for
+ * those, and not in the way of the owners' creates, whose post counter UPDATE takes the weaker lock that does not conflict with it. Locked
  * FOR UPDATE, one author posting steadily kept the worker queued behind every create on the row (on PostgreSQL
  * past statement_timeout, so nothing was fanned out) while each create queued behind the worker's batch.
  */

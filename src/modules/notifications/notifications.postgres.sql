@@ -109,20 +109,20 @@ select "tokens"."id" as "caller_token_id", "users"."id" as "caller_id", "users".
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = $5
-  or "posts"."owner_id" = $6
-  or ("posts"."visibility" = $7
+  and (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $5
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $8)))
+  and "follows"."follower_id" = $6)))
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))) is true) is true
   order by "notifications"."id" desc
   limit 21) as "page" on "page"."recipient_id" = "users"."id"
-  where "tokens"."token_hash" = $9
-  and "tokens"."expires_at" > $10
+  where "tokens"."token_hash" = $7
+  and "tokens"."expires_at" > $8
   order by "page"."id" desc;
 
 -- findVisible

@@ -109,9 +109,9 @@ select "tokens"."id" as "caller_token_id", "users"."id" as "caller_id", "users".
   or (select true as "seen"
   from "posts"
   where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = ?
+  and (("posts"."visibility" = 'public'
   or "posts"."owner_id" = ?
-  or ("posts"."visibility" = ?
+  or ("posts"."visibility" = 'followers'
   and exists (select "follows"."follower_id"
   from "follows"
   where "follows"."followee_id" = "posts"."owner_id"

@@ -66,11 +66,11 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   order by "posts"."id" desc
   limit 128) as "window" on "window"."window_id" = "posts"."id"
   inner join "post_search" on "post_search"."post_id" = "posts"."id"
-  where ("posts"."visibility" = $2
+  where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
-  and (post_search.words @@ $3::tsquery) is true
+  and (post_search.words @@ $2::tsquery) is true
   order by "window"."window_id" desc
   limit 21;
 

@@ -45,7 +45,7 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join "post_search" on posts.id = +post_search.rowid
-  where ("posts"."visibility" = ?
+  where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
@@ -56,7 +56,7 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join "post_search" on posts.id = +post_search.rowid
-  where ("posts"."visibility" = ?
+  where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
