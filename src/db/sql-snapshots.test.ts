@@ -235,7 +235,6 @@ describe(`the SQL each repository sends (${backend})`, () => {
     const text = await record([
       ['page', () => notifications.page(alice, { limit: 20 })],
       ['page of some types after a cursor', () => notifications.page(alice, { limit: 20, after: 1000, types: ['follow', 'mention'] })],
-      ['pageWithCaller', () => notifications.pageWithCaller('hash', NOW, ids.alice, { limit: 20 })],
       ['findVisible', () => notifications.findVisible(alice, 1)],
       ['findVisibleMany', () => notifications.findVisibleMany(alice, [1, 2], ['follow'])],
       ['unreadCount', () => notifications.unreadCount(alice, 0)],

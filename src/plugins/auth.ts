@@ -17,10 +17,9 @@ export interface Caller {
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
-     * A route that takes a token whose handler finds the caller itself, in the statement that reads what the route
-     * answers (GET /posts/{id}, GET /users/{id}/notifications): the check before the handler only looks at the
-     * header's form, and the handler resolves the token with `app.auth.hashOf` and `app.auth.adopt` (or `required`),
-     * before it answers anything else; where the token is required, it answers a request without one 401 itself.
+     * A route where the token is optional whose handler finds the caller itself, in the statement that reads what
+     * the route answers (GET /posts/{id}): the check before the handler only looks at the header's form, and the
+     * handler resolves the token with `app.auth.hashOf` and `app.auth.adopt`, before it answers anything else.
      */
     callerInHandler?: boolean;
   }
@@ -149,8 +148,8 @@ export default fp<AuthOptions>(
       const needsToken = security.length > 0 && security.every((requirement) => 'bearerAuth' in requirement);
       const takesToken = !needsToken && security.some((requirement) => 'bearerAuth' in requirement);
       const inHandler = (route.config as { callerInHandler?: boolean } | undefined)?.callerInHandler === true;
-      if (inHandler && !takesToken && !needsToken) throw new Error(`${route.method} ${route.url}: callerInHandler is for routes that take a token`);
-      const check = inHandler ? checkForm : needsToken ? authenticate : takesToken ? checkOptional : checkForm;
+      if (inHandler && !takesToken) throw new Error(`${route.method} ${route.url}: callerInHandler is for routes where the token is optional`);
+      const check = needsToken ? authenticate : takesToken && !inHandler ? checkOptional : checkForm;
       route.preHandler = [check, ...[route.preHandler ?? []].flat()];
     });
   },

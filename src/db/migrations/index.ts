@@ -18,7 +18,6 @@ import * as postSearchMerge from './20261127T1531_post_search_merge.js';
 import * as streamEventXids from './20261127T1600_stream_event_xids.js';
 import * as notificationEventXids from './20261127T1700_notification_event_xids.js';
 import * as notificationsRecipientCover from './20261127T1710_notifications_recipient_cover.js';
-import * as notificationLogPerStatement from './20261127T1800_notification_log_per_statement.js';
 
 /**
  * A static map rather than a folder scan: it behaves the same under tsx, Vitest and the compiled dist/.
@@ -44,5 +43,4 @@ export const migrations: Record<string, Migration> = {
   '20261127T1600_stream_event_xids': streamEventXids,
   '20261127T1700_notification_event_xids': notificationEventXids,
   '20261127T1710_notifications_recipient_cover': notificationsRecipientCover,
-  '20261127T1800_notification_log_per_statement': notificationLogPerStatement,
 };

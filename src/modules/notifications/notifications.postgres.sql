@@ -90,41 +90,6 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   order by "notifications"."id" desc
   limit 21;
 
--- pageWithCaller
-select "tokens"."id" as "caller_token_id", "users"."id" as "caller_id", "users"."role" as "caller_role", "users"."block_count" as "caller_blocks", "users"."mute_count" as "caller_mutes", "page"."id", "page"."recipient_id", "page"."actor_id", "page"."type", "page"."post_id", "page"."reply_id", "page"."created_at"
-  from "tokens"
-  inner join "users" on "users"."id" = "tokens"."user_id"
-  and "users"."password_version" = "tokens"."password_version"
-  left join (select "notifications"."id", "notifications"."recipient_id", "notifications"."actor_id", "notifications"."type", "notifications"."post_id", "notifications"."reply_id", "notifications"."created_at"
-  from "notifications"
-  where "notifications"."recipient_id" = $1
-  and not exists (select "suspensions"."user_id"
-  from "suspensions"
-  where "suspensions"."user_id" = "notifications"."actor_id")
-  and ("notifications"."post_id" is null
-  or ("notifications"."type" in ($2, $3)
-  and not exists (select "suspensions"."user_id"
-  from "suspensions"
-  where "suspensions"."user_id" = $4))
-  or (select true as "seen"
-  from "posts"
-  where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = 'public'
-  or "posts"."owner_id" = $5
-  or ("posts"."visibility" = 'followers'
-  and exists (select "follows"."follower_id"
-  from "follows"
-  where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = $6)))
-  and not exists (select "suspensions"."user_id"
-  from "suspensions"
-  where "suspensions"."user_id" = "posts"."owner_id"))) is true) is true
-  order by "notifications"."id" desc
-  limit 21) as "page" on "page"."recipient_id" = "users"."id"
-  where "tokens"."token_hash" = $7
-  and "tokens"."expires_at" > $8
-  order by "page"."id" desc;
-
 -- findVisible
 select "notifications"."id", "notifications"."recipient_id", "notifications"."actor_id", "notifications"."type", "notifications"."post_id", "notifications"."reply_id", "notifications"."created_at"
   from "notifications"
@@ -298,8 +263,7 @@ delete
   from "notifications"
   where "actor_id" = $1
   and "recipient_id" = $2
-  and "type" = $3
-  and type in ('follow', 'recommend');
+  and "type" = $3;
 
 -- removeFollows
 delete
@@ -308,8 +272,7 @@ delete
   and "recipient_id" = $2)
   or ("actor_id" = $3
   and "recipient_id" = $4))
-  and "type" = $5
-  and type in ('follow', 'recommend');
+  and "type" = $5;
 
 -- usersByKey
 select "id", "username_key"
@@ -408,13 +371,7 @@ delete
   where "recipient_id" = $1;
 delete
   from "notifications"
-  where "actor_id" = $1
-  and type in ('follow', 'recommend');
-delete
-  from "notifications"
-  where "reply_id" in (select "replies"."id"
-  from "replies"
-  where "replies"."author_id" = $1);
+  where "actor_id" = $1;
 delete
   from "notifications"
   where "post_id" in (select "posts"."id"

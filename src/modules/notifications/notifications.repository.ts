@@ -1,10 +1,9 @@
-import { PostgresAdapter, sql, type Kysely, type SqlBool } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { plain, prepare, type Prepared } from '../../db/prepared.js';
 import type { PlainStatement, Tx } from '../../db/store.js';
 import type { Database, NotificationRow, NotificationType, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
 import { actorHeardBy, compileQuery, mayBeTold, visibleTo } from '../../shared/visibility.js';
-import type { TokenCaller } from '../tokens/tokens.repository.js';
 
 /** Whose notifications are read: the recipient (with their role, which decides what posts they may see). */
 export interface Recipient {
@@ -82,78 +81,15 @@ export function visibleNotifications(db: Kysely<Database>, recipient: Recipient)
     );
 }
 
-/**
- * The condition of the partial `notifications_actor` index (20261127T1800), word for word: a statement that finds
- * rows by their actor states it so that both engines may use the index (neither infers it from `type = ?`).
- */
-const BY_ACTOR = sql<SqlBool>`type in ('follow', 'recommend')`;
-
 /** Notification rows: reads through `visibleNotifications`, writes by the services that cause them. */
 export function createNotificationsRepository(db: Kysely<Database>) {
-  /** A page, newest first, `limit + 1` rows below `after` (keyset on the id). */
-  function pageQuery(recipient: Recipient, { limit, after, types }: { limit: number; after?: number; types?: readonly NotificationType[] }) {
-    let query = visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS);
-    if (after !== undefined) query = query.where('notifications.id', '<', after);
-    if (types !== undefined) query = query.where('notifications.type', 'in', types);
-    return query.orderBy('notifications.id', 'desc').limit(pageLimit(limit));
-  }
-
   return {
-    /** A page, newest first, `limit + 1` rows below `after` (keyset on the id). */
-    page(recipient: Recipient, page: { limit: number; after?: number; types?: readonly NotificationType[] }): Promise<NotificationRow[]> {
-      return pageQuery(recipient, page).execute();
-    },
-
-    /**
-     * GET /users/{id}/notifications with a bearer token as one statement: the caller behind the token's hash (as
-     * findCallerByTokenHash finds it: a live token of the user's current password version; undefined for none) and,
-     * beside it, `page` of `recipientId`'s notifications as a member in no block reads them, joined on the caller
-     * being the recipient (a left join: no rows, or another caller, still finds the caller). The caller reading
-     * their own notifications, a member in no block, is nearly every request: one round trip instead of two. For
-     * anyone else `rows` is undefined, and the route judges and reads as before.
-     */
-    async pageWithCaller(
-      tokenHash: string,
-      now: string,
-      recipientId: number,
-      page: { limit: number; after?: number; types?: readonly NotificationType[] },
-    ): Promise<{ caller: TokenCaller; rows: NotificationRow[] | undefined } | undefined> {
-      const found = await db
-        .selectFrom('tokens')
-        .innerJoin('users', (join) => join.onRef('users.id', '=', 'tokens.user_id').onRef('users.password_version', '=', 'tokens.password_version'))
-        .leftJoin(pageQuery({ id: recipientId, role: 'member', hasBlocks: false }, page).as('page'), 'page.recipient_id', 'users.id')
-        .select([
-          'tokens.id as caller_token_id',
-          'users.id as caller_id',
-          'users.role as caller_role',
-          'users.block_count as caller_blocks',
-          'users.mute_count as caller_mutes',
-          'page.id',
-          'page.recipient_id',
-          'page.actor_id',
-          'page.type',
-          'page.post_id',
-          'page.reply_id',
-          'page.created_at',
-        ])
-        .where('tokens.token_hash', '=', tokenHash)
-        .where('tokens.expires_at', '>', now)
-        .orderBy('page.id', 'desc')
-        .execute();
-      const first = found[0];
-      if (first === undefined) return undefined;
-      const caller: TokenCaller = {
-        tokenId: Number(first.caller_token_id),
-        id: Number(first.caller_id),
-        role: first.caller_role,
-        hasBlocks: Number(first.caller_blocks) > 0,
-        hasMutes: Number(first.caller_mutes) > 0,
-      };
-      if (caller.id !== recipientId || caller.role !== 'member' || caller.hasBlocks) return { caller, rows: undefined };
-      const rows = found.flatMap(({ id, recipient_id, actor_id, type, post_id, reply_id, created_at }) =>
-        id === null ? [] : [{ id, recipient_id, actor_id, type, post_id, reply_id, created_at } as NotificationRow],
-      );
-      return { caller, rows };
+    /** A page, newest first, `limit + 1` rows below `before` (keyset on the id). */
+    page(recipient: Recipient, { limit, after, types }: { limit: number; after?: number; types?: readonly NotificationType[] }): Promise<NotificationRow[]> {
+      let query = visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS);
+      if (after !== undefined) query = query.where('notifications.id', '<', after);
+      if (types !== undefined) query = query.where('notifications.type', 'in', types);
+      return query.orderBy('notifications.id', 'desc').limit(pageLimit(limit)).execute();
     },
 
     findVisible(recipient: Recipient, id: number): Promise<NotificationRow | undefined> {
@@ -206,10 +142,7 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .execute();
     },
 
-    /**
-     * Any number of rows through the builder (test set-up); the services write through `insertNotifications`. Both
-     * log their rows' stream events as they insert them (`logCreated`).
-     */
+    /** Any number of rows through the builder (test set-up); the services write through `insertNotifications`. */
     async insert(rows: readonly NewNotification[]): Promise<void> {
       if (rows.length === 0) return;
       const created_at = new Date().toISOString();
@@ -217,8 +150,6 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .insertInto('notifications')
         .values(rows.map((row) => ({ post_id: null, reply_id: null, ...row, created_at })))
         .execute();
-      if (db.getExecutor().adapter instanceof PostgresAdapter) return;
-      for (const statement of LOG_CREATED) await sql.raw(statement.sqlite.replace('?', String(rows.length))).execute(db);
     },
 
     /** The recipients already told about mentions in this post (replyId undefined) or reply. */
@@ -241,8 +172,7 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .deleteFrom('notifications')
         .where('actor_id', '=', where.actorId)
         .where('recipient_id', '=', where.recipientId)
-        .where('type', '=', where.type)
-        .where(BY_ACTOR);
+        .where('type', '=', where.type);
       if (where.postId !== undefined) query = query.where('post_id', '=', where.postId);
       await query.execute();
     },
@@ -254,7 +184,6 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         .deleteFrom('notifications')
         .where((eb) => eb.or(follows.map((f) => eb.and([eb('actor_id', '=', f.actorId), eb('recipient_id', '=', f.recipientId)]))))
         .where('type', '=', 'follow')
-        .where(BY_ACTOR)
         .execute();
     },
 
@@ -282,11 +211,9 @@ export function createNotificationsRepository(db: Kysely<Database>) {
         await all.execute();
         return;
       }
-      // Four statements, each over its own index (one OR would be a scan of the table on PostgreSQL). What the user
-      // caused: follows and recommends by actor; replies and mentions are in the user's replies or posts.
+      // Three statements, each over its own index (one OR would be a scan of the table on PostgreSQL).
       await all.where('recipient_id', '=', userId).execute();
-      await all.where('actor_id', '=', userId).where(BY_ACTOR).execute();
-      await all.where('reply_id', 'in', (eb) => eb.selectFrom('replies').select('replies.id').where('replies.author_id', '=', userId)).execute();
+      await all.where('actor_id', '=', userId).execute();
       await all.where('post_id', 'in', (eb) => eb.selectFrom('posts').select('posts.id').where('posts.owner_id', '=', userId)).execute();
     },
   };
@@ -353,30 +280,7 @@ export async function findMayBeTold(
 const NOTIFICATION_ROW = '(?, ?, ?, ?, ?, ?)';
 const inserts = new Map<number, PlainStatement>();
 
-/**
- * SQLite: the `created` stream events of the `?` notifications just inserted (the newest ids: the single writer
- * gives one statement's rows the next ids in turn), as PostgreSQL's statement-level trigger writes them
- * (20261127T1800_notification_log_per_statement.ts): `notification_position` is bumped once for all of them and
- * their events take the ids it passed over, in the rows' order, with its one new tag. Two statements for any
- * number of rows, where a trigger ran a program per row. The LIMIT is inside the window's subquery: a window is
- * computed before its own query's LIMIT, over every notification.
- */
-const LOG_CREATED: readonly PlainStatement[] = [
-  plain(`update notification_position set last_id = last_id + ?, tag = lower(hex(randomblob(6))) where id = 1`),
-  plain(
-    `insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at)
-     select p.last_id - n.rank + 1, 'created', n.id, n.recipient_id, p.tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-     from notification_position p,
-       (select id, recipient_id, row_number() over (order by id desc) as rank
-        from (select id, recipient_id from notifications order by id desc limit ?)) n
-     where p.id = 1`,
-  ),
-];
-
-/**
- * Writes notifications, in the order given (their ids follow it), all with one statement and one `created_at`, and
- * their stream events (on PostgreSQL a statement-level trigger, on SQLite `LOG_CREATED`).
- */
+/** Writes notifications, in the order given (their ids follow it), all with one statement and one `created_at`. */
 export async function insertNotifications(tx: Tx, rows: readonly NewNotification[]): Promise<void> {
   if (rows.length === 0) return;
   let statement = inserts.get(rows.length);
@@ -387,9 +291,8 @@ export async function insertNotifications(tx: Tx, rows: readonly NewNotification
     inserts.set(rows.length, statement);
   }
   const createdAt = new Date().toISOString();
-  await tx.run(
+  await tx.query(
     statement,
     rows.flatMap((row) => [row.recipient_id, row.actor_id, row.type, row.post_id ?? null, row.reply_id ?? null, createdAt]),
   );
-  if (tx.dialect === 'sqlite') for (const log of LOG_CREATED) await tx.run(log, [rows.length]);
 }

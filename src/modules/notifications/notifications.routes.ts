@@ -8,7 +8,7 @@ import { problems } from '../../shared/problems.js';
 import { responses } from '../../plugins/route-docs.js';
 import { PAGE_HEADERS, toId } from '../../shared/schemas.js';
 import { findCallerByTokenHash } from '../tokens/tokens.repository.js';
-import { checkLastEventId, negotiateStream, wantsStream } from '../streams/streams.plugin.js';
+import { checkLastEventId, negotiateStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
 import { createNotificationsRepository, type Recipient } from './notifications.repository.js';
@@ -71,8 +71,6 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/users/:user_id/notifications',
     {
       preValidation: checkLastEventId,
-      // The token is looked up in the handler, with the page (pageWithCaller).
-      config: { callerInHandler: true },
       schema: {
         operationId: 'listNotifications',
         tags: ['notifications'],
@@ -93,45 +91,17 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
+      const caller = await app.auth.required(request);
       const userId = toId(request.params.user_id);
-      const tokenHash = app.auth.hashOf(request);
-      if (tokenHash === undefined) throw AppError.unauthorized();
-      // The order of answers as on every route: 401, then 400 for `types`, then 404 or 403, then 400 for the cursor.
-      let types: NotificationType[] | undefined;
-      try {
-        types = parseTypes(request.query.types);
-      } catch (error) {
-        await app.auth.required(request);
-        throw error;
-      }
-      if (wantsStream(request)) {
-        const caller = await app.auth.required(request);
-        const recipient = await recipientFor(caller, userId, 'notifications');
-        negotiateStream(request, reply);
+      const types = parseTypes(request.query.types);
+      const recipient = await recipientFor(caller, userId, 'notifications');
+      if (negotiateStream(request, reply)) {
         // A stream outlives the lookup that says whether the recipient is in a block: it always checks.
         const judged = { id: recipient.id, role: recipient.role };
         return openNotificationStream(app, streams, request, reply, { recipient: judged, caller, types });
       }
-      let fetched = false;
-      try {
-        const rows = await keysetPage(request, reply, `notifications|${userId}`, request.query, async (page) => {
-          fetched = true;
-          const found = await notifications.pageWithCaller(tokenHash, new Date().toISOString(), userId, { ...page, types });
-          const caller = app.auth.adopt(request, found?.caller);
-          // Not the recipient reading as a member in no block: judged and read as such.
-          const recipient = found?.rows === undefined ? await recipientFor(caller, userId, 'notifications') : undefined;
-          negotiateStream(request, reply);
-          return recipient === undefined ? found!.rows! : notifications.page(recipient, { ...page, types });
-        });
-        return rows.map((row) => toNotification(row, app.links));
-      } catch (error) {
-        // A malformed cursor, found before the statement ran: the token and the reader are judged first.
-        if (!fetched) {
-          await recipientFor(await app.auth.required(request), userId, 'notifications');
-          negotiateStream(request, reply);
-        }
-        throw error;
-      }
+      const rows = await keysetPage(request, reply, `notifications|${userId}`, request.query, (page) => notifications.page(recipient, { ...page, types }));
+      return rows.map((row) => toNotification(row, app.links));
     },
   );
 

@@ -90,41 +90,6 @@ select "notifications"."id", "notifications"."recipient_id", "notifications"."ac
   order by "notifications"."id" desc
   limit 21;
 
--- pageWithCaller
-select "tokens"."id" as "caller_token_id", "users"."id" as "caller_id", "users"."role" as "caller_role", "users"."block_count" as "caller_blocks", "users"."mute_count" as "caller_mutes", "page"."id", "page"."recipient_id", "page"."actor_id", "page"."type", "page"."post_id", "page"."reply_id", "page"."created_at"
-  from "tokens"
-  inner join "users" on "users"."id" = "tokens"."user_id"
-  and "users"."password_version" = "tokens"."password_version"
-  left join (select "notifications"."id", "notifications"."recipient_id", "notifications"."actor_id", "notifications"."type", "notifications"."post_id", "notifications"."reply_id", "notifications"."created_at"
-  from "notifications"
-  where "notifications"."recipient_id" = ?
-  and not exists (select "suspensions"."user_id"
-  from "suspensions"
-  where "suspensions"."user_id" = "notifications"."actor_id")
-  and ("notifications"."post_id" is null
-  or ("notifications"."type" in (?, ?)
-  and not exists (select "suspensions"."user_id"
-  from "suspensions"
-  where "suspensions"."user_id" = ?))
-  or (select true as "seen"
-  from "posts"
-  where "posts"."id" = "notifications"."post_id"
-  and (("posts"."visibility" = 'public'
-  or "posts"."owner_id" = ?
-  or ("posts"."visibility" = 'followers'
-  and exists (select "follows"."follower_id"
-  from "follows"
-  where "follows"."followee_id" = "posts"."owner_id"
-  and "follows"."follower_id" = ?)))
-  and not exists (select "suspensions"."user_id"
-  from "suspensions"
-  where "suspensions"."user_id" = "posts"."owner_id"))) is true) is true
-  order by "notifications"."id" desc
-  limit 21) as "page" on "page"."recipient_id" = "users"."id"
-  where "tokens"."token_hash" = ?
-  and "tokens"."expires_at" > ?
-  order by "page"."id" desc;
-
 -- findVisible
 select "notifications"."id", "notifications"."recipient_id", "notifications"."actor_id", "notifications"."type", "notifications"."post_id", "notifications"."reply_id", "notifications"."created_at"
   from "notifications"
@@ -273,30 +238,10 @@ insert into "notification_markers" ("user_id", "last_read_id")
 -- insert
 insert into "notifications" ("post_id", "reply_id", "recipient_id", "actor_id", "type", "created_at")
   values (?, ?, ?, ?, ?, ?);
-update notification_position
-  set last_id = last_id + 1, tag = lower(hex(randomblob(6)))
-  where id = 1;
-insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at) select p.last_id - n.rank + 1, 'created', n.id, n.recipient_id, p.tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-  from notification_position p, (select id, recipient_id, row_number() over (order by id desc) as rank
-  from (select id, recipient_id
-  from notifications
-  order by id desc
-  limit 1)) n
-  where p.id = 1;
 
 -- insertNotifications
 insert into notifications (recipient_id, actor_id, type, post_id, reply_id, created_at)
   values (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?);
-update notification_position
-  set last_id = last_id + ?, tag = lower(hex(randomblob(6)))
-  where id = 1;
-insert into notification_events (id, kind, notification_id, recipient_id, tag, created_at) select p.last_id - n.rank + 1, 'created', n.id, n.recipient_id, p.tag, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-  from notification_position p, (select id, recipient_id, row_number() over (order by id desc) as rank
-  from (select id, recipient_id
-  from notifications
-  order by id desc
-  limit ?)) n
-  where p.id = 1;
 
 -- mentioned
 select "recipient_id"
@@ -318,8 +263,7 @@ delete
   from "notifications"
   where "actor_id" = ?
   and "recipient_id" = ?
-  and "type" = ?
-  and type in ('follow', 'recommend');
+  and "type" = ?;
 
 -- removeFollows
 delete
@@ -328,8 +272,7 @@ delete
   and "recipient_id" = ?)
   or ("actor_id" = ?
   and "recipient_id" = ?))
-  and "type" = ?
-  and type in ('follow', 'recommend');
+  and "type" = ?;
 
 -- usersByKey
 select "id", "username_key"
@@ -428,13 +371,7 @@ delete
   where "recipient_id" = ?;
 delete
   from "notifications"
-  where "actor_id" = ?
-  and type in ('follow', 'recommend');
-delete
-  from "notifications"
-  where "reply_id" in (select "replies"."id"
-  from "replies"
-  where "replies"."author_id" = ?);
+  where "actor_id" = ?;
 delete
   from "notifications"
   where "post_id" in (select "posts"."id"

@@ -805,30 +805,3 @@ describe('the notification log migration (20261127T1700)', () => {
     expect(ids[1]).toMatch(backend === 'postgres' ? /^[1-9][0-9]*\.3-[0-9a-f]{12}$/ : /^3-[0-9a-f]{12}$/);
   });
 });
-
-describe('the notification log per statement (20261127T1800)', () => {
-  it('follows notified before and after it are removed by an unfollow (deleted events), and new rows log on after the old events', async () => {
-    // User 2 follows user 1, notified and logged by the old trigger (event 1), before the partial indexes.
-    const store = await storeBeforeMigration('20261127T1800_notification_log_per_statement', async (db) => {
-      await db.insertInto('notifications').values({ recipient_id: 1, actor_id: 2, type: 'follow', post_id: null, reply_id: null, created_at: new Date().toISOString() }).execute();
-    });
-    const app = await buildApp(testConfig(), { store, logger: false });
-    onTestFinished(() => app.close());
-    const [ann, bob, carl] = [await signUp(app), await signUp(app), await signUp(app)];
-    expect([ann.id, bob.id]).toEqual([1, 2]);
-    await follow(app, bob, ann);
-    await unfollow(app, bob, ann);
-    expect(await app.db.selectFrom('notifications').select('id').execute()).toEqual([]);
-    await publish(app, carl, `@${ann.username} @${bob.username}`);
-    const log = await app.db.selectFrom('notification_events').select(['id', 'kind', 'recipient_id']).orderBy('xid').orderBy('id').execute();
-    expect(log.map((row) => [row.kind, Number(row.recipient_id)])).toEqual([
-      ['created', ann.id],
-      ['created', ann.id],
-      ['deleted', ann.id],
-      ['deleted', ann.id],
-      ['created', ann.id],
-      ['created', bob.id],
-    ]);
-    if (backend === 'sqlite') expect(log.map((row) => Number(row.id))).toEqual([1, 2, 3, 4, 5, 6]);
-  });
-});

@@ -52,8 +52,7 @@ export function negotiateStream(request: FastifyRequest, reply: FastifyReply): b
   return wantsStream(request);
 }
 
-/** Whether the request asks for a stream (what `negotiateStream` answers, without its header). */
-export function wantsStream(request: FastifyRequest): boolean {
+function wantsStream(request: FastifyRequest): boolean {
   // A HEAD (which Fastify routes to the same handler) gets a stream's headers with no stream behind them.
   const accept = request.headers.accept;
   if (accept === undefined) return false;
