@@ -113,8 +113,14 @@ describe('corkboard seed --demo', () => {
     expect(second.stdout).toContain('already there');
     expect(second.stdout).toContain(`"${DEMO_PASSWORD}"`);
     const afterSecond = await rowCounts(url);
-    // The four sign-ins of this test are the only difference.
+    // The four sign-ins of this test are the only difference. FTS5's segment tables are left out: the server's
+    // background merge (search.merge.ts) may rewrite the index's segments, fewer rows of the same content, while
+    // the test's server runs; the index's documents (post_search_docsize) are still compared.
     for (const table of tokenTables) afterSecond[table] = 0;
+    for (const table of ['post_search_data', 'post_search_idx']) {
+      delete afterFirst[table];
+      delete afterSecond[table];
+    }
     expect(afterSecond).toEqual(afterFirst);
   });
 
