@@ -218,8 +218,7 @@ export async function searchPage<Row extends { id: number }>(
       size = max;
       continue;
     }
-    // A power of two, so that the statement texts (the window's LIMIT is in them) are few.
-    size = Math.min(max, 2 ** Math.ceil(Math.log2((2 * (limit + 1 - rows.length) * size) / found.length)));
+    size = nextWindow(size, found.length, limit + 1 - rows.length, max);
   }
   // The windows found no page. A word they missed is rare, unless it is common in older posts only: then listing
   // the index's matches would read all of them (hundreds of thousands, seconds) to keep a page. PostgreSQL's own
@@ -234,6 +233,15 @@ export async function searchPage<Row extends { id: number }>(
     below = ids[ids.length - 1];
   }
   return rows.slice(0, limit + 1);
+}
+
+/**
+ * The next window's size after one of `size` ids found `found` (> 0) matches and the page still lacks `missing`
+ * rows: twice what that density says the page needs, at most `max`. A power of two, so that the statement texts
+ * (PostgreSQL's window LIMIT is in them) are few.
+ */
+function nextWindow(size: number, found: number, missing: number, max: number): number {
+  return Math.min(max, 2 ** Math.ceil(Math.log2((2 * missing * size) / found)));
 }
 
 /**
@@ -270,7 +278,7 @@ async function sqliteSearchPage<Row extends { id: number }>(
     for (let i = found.length - 1; i >= 0; i--) rows.push(found[i]!);
     if (rows.length > limit || atLeast === 1) return rows.slice(0, limit + 1);
     below = atLeast;
-    size = found.length === 0 ? max : Math.min(max, 2 ** Math.ceil(Math.log2((2 * (limit + 1 - rows.length) * size) / found.length)));
+    size = found.length === 0 ? max : nextWindow(size, found.length, limit + 1 - rows.length, max);
   }
   rows.push(...(await read({ below })));
   return rows.slice(0, limit + 1);

@@ -80,6 +80,11 @@ const blocked = (eb: AnyBuilder, viewerId: number, user: UserRef) =>
     eb.exists(eb.selectFrom('blocks').select('blocks.id').where('blocks.blocked_id', '=', viewerId).whereRef('blocks.blocker_id', '=', sql.ref(user))),
   ]);
 
+/** Whether a block stands between `userId` and `user`, either way (a follow across it is refused, CONTRACT §9). */
+export function blockBetween(userId: number, user: UserRef) {
+  return (eb: AnyBuilder) => blocked(eb, userId, user);
+}
+
 /** A viewer's id: a number, or a column when one query judges many viewers (`mayBeTold`). */
 type ViewerId = number | Expression<number>;
 

@@ -118,17 +118,19 @@ select "users"."id", "users"."username", "users"."display_name", "users"."bio", 
   from "suspensions"
   where "suspensions"."user_id" = $1) as "followee_suspended", exists (select "suspensions"."user_id"
   from "suspensions"
-  where "suspensions"."user_id" = "users"."id") as "follower_suspended", exists (select "blocks"."id"
+  where "suspensions"."user_id" = "users"."id") as "follower_suspended", (exists (select "blocks"."id"
   from "blocks"
-  where (("blocks"."blocker_id" = $2
-  and "blocks"."blocked_id" = $3)
-  or ("blocks"."blocker_id" = $4
-  and "blocks"."blocked_id" = $5))) as "blocked", exists (select "mutes"."id"
+  where "blocks"."blocker_id" = $2
+  and "blocks"."blocked_id" = "users"."id")
+  or exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = $3
+  and "blocks"."blocker_id" = "users"."id")) as "blocked", exists (select "mutes"."id"
   from "mutes"
-  where "mutes"."muter_id" = $6
-  and "mutes"."muted_id" = $7) as "muted"
+  where "mutes"."muter_id" = $4
+  and "mutes"."muted_id" = $5) as "muted"
   from "users"
-  where "users"."id" = $8;
+  where "users"."id" = $6;
 
 -- insert
 insert into "follows" ("follower_id", "followee_id", "created_at")

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { USER_COLUMNS, accountShownTo, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { USER_COLUMNS, accountShownTo, blockBetween, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 /**
  * The follow graph. `follows` is keyed (followee_id, follower_id), which serves "followers of X" in follower id
@@ -77,17 +77,8 @@ export function createFollowersRepository(db: Kysely<Database>) {
         .select((eb) => [
           eb.exists(eb.selectFrom('suspensions').select('suspensions.user_id').where('suspensions.user_id', '=', followeeId)).as('followee_suspended'),
           eb.exists(eb.selectFrom('suspensions').select('suspensions.user_id').whereRef('suspensions.user_id', '=', 'users.id')).as('follower_suspended'),
-          eb.exists(
-            eb
-              .selectFrom('blocks')
-              .select('blocks.id')
-              .where((b) =>
-                b.or([
-                  b.and([b('blocks.blocker_id', '=', followeeId), b('blocks.blocked_id', '=', followerId)]),
-                  b.and([b('blocks.blocker_id', '=', followerId), b('blocks.blocked_id', '=', followeeId)]),
-                ]),
-              ),
-          ).as('blocked'),
+          // The row is the follower's: a block between the followee and them, either way.
+          blockBetween(followeeId, 'users.id')(eb).as('blocked'),
           eb.exists(eb.selectFrom('mutes').select('mutes.id').where('mutes.muter_id', '=', followeeId).where('mutes.muted_id', '=', followerId)).as('muted'),
         ])
         .where('users.id', '=', followerId)

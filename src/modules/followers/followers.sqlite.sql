@@ -118,12 +118,14 @@ select "users"."id", "users"."username", "users"."display_name", "users"."bio", 
   from "suspensions"
   where "suspensions"."user_id" = ?) as "followee_suspended", exists (select "suspensions"."user_id"
   from "suspensions"
-  where "suspensions"."user_id" = "users"."id") as "follower_suspended", exists (select "blocks"."id"
+  where "suspensions"."user_id" = "users"."id") as "follower_suspended", (exists (select "blocks"."id"
   from "blocks"
-  where (("blocks"."blocker_id" = ?
-  and "blocks"."blocked_id" = ?)
-  or ("blocks"."blocker_id" = ?
-  and "blocks"."blocked_id" = ?))) as "blocked", exists (select "mutes"."id"
+  where "blocks"."blocker_id" = ?
+  and "blocks"."blocked_id" = "users"."id")
+  or exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = ?
+  and "blocks"."blocker_id" = "users"."id")) as "blocked", exists (select "mutes"."id"
   from "mutes"
   where "mutes"."muter_id" = ?
   and "mutes"."muted_id" = ?) as "muted"
