@@ -89,12 +89,13 @@ describe('the server command', () => {
 describe('the follow scenario and its target (issue 45)', () => {
   const sequence = { start: 1, followers: [{ id: 20, token: 'cb_a' }, { id: 21, token: 'cb_b' }, { id: 22, token: 'cb_c' }], followees: [100, 101] };
 
-  it('names every pair of followers × followees once before any repeats, each sent with its follower\'s token', () => {
+  it('names every pair of followers × followees once before any repeats, diagonally, each sent with its follower\'s token', () => {
     const requests = Array.from({ length: 6 }, (_, n) => followRequest(sequence, n));
     const pairs = requests.map((r) => `${r.path} ${r.body} ${r.headers.authorization}`);
     expect(new Set(pairs).size).toBe(6);
+    // Pair 4 is follower 21 in the second round: followee (1 + 1) mod 2, not one followee a whole round long.
     expect(requests[4]).toEqual({
-      path: '/users/101/followers',
+      path: '/users/100/followers',
       headers: { 'content-type': 'application/json', authorization: 'Bearer cb_b' },
       body: '{"id":21}',
     });
@@ -103,6 +104,7 @@ describe('the follow scenario and its target (issue 45)', () => {
     const lua = wrkScript({ method: 'POST', path: '/users/100/followers', follows: sequence });
     expect(lua).toContain('local start = 1');
     expect(lua).toContain("{ 21, [[cb_b]] }");
+    expect(lua).toContain('(i + math.floor(k / #followers)) % #followees');
   });
 
   it('walks block pairs diagonally: each pair once, and requests in flight together name different users on both sides', () => {
