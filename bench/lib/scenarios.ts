@@ -73,12 +73,16 @@ export const sizeLabel = (n: number) =>
  * The post that create-post sends: as long as the seeded posts are on average (title ~38 characters, content ~355,
  * see seed.ts), from the same vocabulary. The posts it creates are the newest, so they make up the first page of
  * GET /posts in every later scenario: a shorter post here made the first page cheaper to serialize than the deep
- * page (which shows seeded posts), and the deep-page ratio measured post length instead of depth.
+ * page (which shows seeded posts), and the deep-page ratio measured post length instead of depth. It holds both
+ * common search words (SEARCH_COMMON, SEARCH_SECOND), as half the seeded posts do each: a search's first page reads
+ * the newest matches, and until 11-28 these posts held only the second, so every round's writes laid a stretch of
+ * tens of thousands of newest posts without the common word over the index, which PostgreSQL's newest-first walk read
+ * through on every request (search-common 0.13 of the first page in round 1, 0.05 by round 3, `28-postgres-1m`).
  */
 const BODY = JSON.stringify({
   title: 'Garden festival at the harbour square',
   content:
-    'Volunteer workshop this weekend: bring bread, paint and a bicycle repair kit to the corner by the library. ' +
+    'Volunteer workshop this weekend: bring coffee, paint and a bicycle repair kit to the corner by the library. ' +
     'The music club plays a concert in the park in the evening, weather permitting, and the market opens early in ' +
     'the morning. Questions about tickets, lunch or the train from the station go to the notice board; an update ' +
     'follows after the meeting.',
