@@ -70,8 +70,19 @@ export type UserRef =
 
 const TRUE = sql<SqlBool>`1 = 1`;
 
-const notSuspended = (eb: AnyBuilder, user: UserRef) =>
-  eb.not(eb.exists(eb.selectFrom('suspensions').select('suspensions.user_id').whereRef('suspensions.user_id', '=', sql.ref(user))));
+/** A user as a column of the row being judged, or by id (a write that knows both users, followers.repository.ts). */
+type UserOf = UserRef | number;
+const userValue = (user: UserOf) => (typeof user === 'number' ? user : sql.ref<number>(user));
+
+const suspended = (eb: AnyBuilder, user: UserOf) =>
+  eb.exists(eb.selectFrom('suspensions').select('suspensions.user_id').where('suspensions.user_id', '=', userValue(user)));
+
+const notSuspended = (eb: AnyBuilder, user: UserRef) => eb.not(suspended(eb, user));
+
+/** Whether `user`'s account is suspended (rule 2), for a write that must refuse it (a follow, CONTRACT §9). */
+export function isSuspended(user: UserOf) {
+  return (eb: AnyBuilder) => suspended(eb, user);
+}
 
 /** A block between the viewer and `user`, either way: each side one probe of an index (blocks_pair, blocks_target). */
 const blocked = (eb: AnyBuilder, viewerId: number, user: UserRef) =>
@@ -94,8 +105,15 @@ const notBlocked = (eb: AnyBuilder, viewerId: ViewerId, user: UserRef) =>
     eb.not(eb.exists(eb.selectFrom('blocks').select('blocks.id').where('blocks.blocked_id', '=', viewerId).whereRef('blocks.blocker_id', '=', sql.ref(user)))),
   ]);
 
-const notMuted = (eb: AnyBuilder, viewerId: number, user: UserRef) =>
-  eb.not(eb.exists(eb.selectFrom('mutes').select('mutes.id').where('mutes.muter_id', '=', viewerId).whereRef('mutes.muted_id', '=', sql.ref(user))));
+const muting = (eb: AnyBuilder, muterId: number, user: UserOf) =>
+  eb.exists(eb.selectFrom('mutes').select('mutes.id').where('mutes.muter_id', '=', muterId).where('mutes.muted_id', '=', userValue(user)));
+
+const notMuted = (eb: AnyBuilder, viewerId: number, user: UserRef) => eb.not(muting(eb, viewerId, user));
+
+/** Whether `muterId` mutes `user` (rule 4; CONTRACT §10: a muted user's follow tells the followee nothing). */
+export function mutes(muterId: number, user: UserOf) {
+  return (eb: AnyBuilder) => muting(eb, muterId, user);
+}
 
 /**
  * Rules 2–4 for content whose author is `user`: whether the viewer may be shown it. `listing` adds the viewer's

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { USER_COLUMNS, accountShownTo, blockBetween, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { USER_COLUMNS, accountShownTo, blockBetween, isSuspended, mutes, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 /**
  * The follow graph. `follows` is keyed (followee_id, follower_id), which serves "followers of X" in follower id
@@ -75,11 +75,11 @@ export function createFollowersRepository(db: Kysely<Database>) {
         .select(USER_COLUMNS)
         .select('users.post_count')
         .select((eb) => [
-          eb.exists(eb.selectFrom('suspensions').select('suspensions.user_id').where('suspensions.user_id', '=', followeeId)).as('followee_suspended'),
-          eb.exists(eb.selectFrom('suspensions').select('suspensions.user_id').whereRef('suspensions.user_id', '=', 'users.id')).as('follower_suspended'),
-          // The row is the follower's: a block between the followee and them, either way.
+          // The rule's own predicates (shared/visibility.ts); the row is the follower's.
+          isSuspended(followeeId)(eb).as('followee_suspended'),
+          isSuspended('users.id')(eb).as('follower_suspended'),
           blockBetween(followeeId, 'users.id')(eb).as('blocked'),
-          eb.exists(eb.selectFrom('mutes').select('mutes.id').where('mutes.muter_id', '=', followeeId).where('mutes.muted_id', '=', followerId)).as('muted'),
+          mutes(followeeId, followerId)(eb).as('muted'),
         ])
         .where('users.id', '=', followerId)
         .executeTakeFirst();
