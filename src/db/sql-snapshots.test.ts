@@ -5,7 +5,7 @@ import { createBlocksRepository } from '../modules/blocks/blocks.repository.js';
 import { createFeedRepository } from '../modules/feed/feed.repository.js';
 import { FEED_PROBED_POSTS, createFollowersRepository } from '../modules/followers/followers.repository.js';
 import { createNotificationsRepository, findMayBeTold, insertNotifications } from '../modules/notifications/notifications.repository.js';
-import { createPostsRepository, findCallerAndReadablePost, findReadablePost } from '../modules/posts/posts.repository.js';
+import { createPostsRepository, findCallerAndReadablePost, findReadablePost, listPostsPage } from '../modules/posts/posts.repository.js';
 import { indexPost } from '../modules/search/search.repository.js';
 import { parsePostQuery, parseUserQuery } from '../modules/search/search.query.js';
 import { createTokensRepository, findCallerByTokenHash } from '../modules/tokens/tokens.repository.js';
@@ -135,8 +135,8 @@ describe(`the SQL each repository sends (${backend})`, () => {
     const text = await record([
       ...viewers().map(([name, viewer]): Call => [`findReadablePost, ${name}`, () => findReadablePost(store, ids.publicPost, viewer)]),
       ['findCallerAndReadablePost, member', () => findCallerAndReadablePost(store, 'hash', NOW, ids.publicPost)],
-      ...viewers().map(([name, viewer]): Call => [`list, ${name}`, () => posts.list(viewer, { limit: 20 })]),
-      ['list after a cursor, member', () => posts.list(member(), { limit: 20, after: 1000 })],
+      ...viewers().map(([name, viewer]): Call => [`listPostsPage, ${name}`, () => listPostsPage(store, viewer, { limit: 20 })]),
+      ['listPostsPage after a cursor, member', () => listPostsPage(store, member(), { limit: 20, after: 1000 })],
       ...viewers().map(([name, viewer]): Call => [`listByOwner, ${name}`, () => posts.listByOwner(ids.alice, viewer, { limit: 20 })]),
       ['insert', () => undone((db) => createPostsRepository(db).insert({ owner_id: ids.bob, title: 't', content: 'c', visibility: 'public', created_at: NOW }))],
       ['update', () => undone((db) => createPostsRepository(db).update(ids.publicPost, { title: 't', content: 'c', visibility: 'followers', updated_at: LATER }))],
@@ -145,8 +145,8 @@ describe(`the SQL each repository sends (${backend})`, () => {
       ['countPost, public', () => undone((db) => createPostsRepository(db).countPost(ids.alice, 'public', 1))],
       ['countPost, private', () => undone((db) => createPostsRepository(db).countPost(ids.alice, 'private', -1))],
       // Search (CONTRACT §11) goes through the listing rule: the same statement, narrowed to the matches.
-      ['list with search, member', () => posts.list(member(), { limit: 20 }, search)],
-      ['list with search, one owner, anonymous', () => posts.list(anonymous, { limit: 20 }, { ...search, ownerId: ids.alice })],
+      ['search, member', () => posts.search(member(), { limit: 20 }, search)],
+      ['search, one owner, anonymous', () => posts.search(anonymous, { limit: 20 }, { ...search, ownerId: ids.alice })],
     ]);
     await expect(text).toMatchFileSnapshot(snapshot('posts'));
   });
@@ -262,8 +262,8 @@ describe(`the SQL each repository sends (${backend})`, () => {
     const text = await record([
       ['indexPost, a new post', () => undone((db) => indexPost(db, { id: ids.publicPost, title: 'new', content: 'words' }, false))],
       ['indexPost, an edit', () => undone((db) => indexPost(db, { id: ids.publicPost, title: 'edited', content: 'words' }, true))],
-      ['posts: a phrase, a prefix and an exclusion, member', () => posts.list(member(), { limit: 20 }, { terms: parsePostQuery('"hello world" wor* -spam').terms })],
-      ['posts: a page after a cursor, anonymous', () => posts.list(anonymous, { limit: 20, after: 1000 }, { terms: parsePostQuery('hello').terms })],
+      ['posts: a phrase, a prefix and an exclusion, member', () => posts.search(member(), { limit: 20 }, { terms: parsePostQuery('"hello world" wor* -spam').terms })],
+      ['posts: a page after a cursor, anonymous', () => posts.search(anonymous, { limit: 20, after: 1000 }, { terms: parsePostQuery('hello').terms })],
       ['users: searchByName, anonymous', () => users.searchByName(anonymous, parseUserQuery('ali'), { limit: 20 })],
       ['users: searchByName after a cursor, admin', () => users.searchByName(admin(), parseUserQuery('ali bo'), { limit: 20, after: 'a' })],
     ]);

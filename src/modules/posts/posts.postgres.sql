@@ -79,17 +79,18 @@ select tokens.id as caller_token_id, users.id as caller_id, users.role as caller
   where tokens.token_hash = $2
   and tokens.expires_at > $3;
 
--- list, anonymous
+-- listPostsPage, anonymous
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
+  and "posts"."id" < $1
   order by "posts"."id" desc
   limit 21;
 
--- list, member
+-- listPostsPage, member
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where (("posts"."visibility" = 'public'
@@ -114,10 +115,11 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   from "mutes"
   where "mutes"."muter_id" = $5
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
+  and "posts"."id" < $6
   order by "posts"."id" desc
   limit 21;
 
--- list, member with blocks and mutes
+-- listPostsPage, member with blocks and mutes
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where (("posts"."visibility" = 'public'
@@ -142,20 +144,22 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   from "mutes"
   where "mutes"."muter_id" = $5
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
+  and "posts"."id" < $6
   order by "posts"."id" desc
   limit 21;
 
--- list, admin
+-- listPostsPage, admin
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where (not exists (select "mutes"."id"
   from "mutes"
   where "mutes"."muter_id" = $1
   and "mutes"."muted_id" = "posts"."owner_id")) is true
+  and "posts"."id" < $2
   order by "posts"."id" desc
   limit 21;
 
--- list after a cursor, member
+-- listPostsPage after a cursor, member
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where (("posts"."visibility" = 'public'
@@ -285,7 +289,7 @@ update "users"
   set "post_count" = "post_count" + $1
   where "id" = $2;
 
--- list with search, member
+-- search, member
 select "posts"."id"
   from "posts"
   order by "posts"."id" desc
@@ -324,7 +328,7 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   order by "window"."window_id" desc
   limit 21;
 
--- list with search, one owner, anonymous
+-- search, one owner, anonymous
 select "posts"."id"
   from "posts"
   where "posts"."owner_id" = $1

@@ -79,17 +79,18 @@ select tokens.id as caller_token_id, users.id as caller_id, users.role as caller
   where tokens.token_hash = ?
   and tokens.expires_at > ?;
 
--- list, anonymous
+-- listPostsPage, anonymous
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
+  and "posts"."id" < ?
   order by "posts"."id" desc
   limit 21;
 
--- list, member
+-- listPostsPage, member
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where (("posts"."visibility" = 'public'
@@ -114,10 +115,11 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   from "mutes"
   where "mutes"."muter_id" = ?
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
+  and "posts"."id" < ?
   order by "posts"."id" desc
   limit 21;
 
--- list, member with blocks and mutes
+-- listPostsPage, member with blocks and mutes
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where (("posts"."visibility" = 'public'
@@ -142,20 +144,22 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   from "mutes"
   where "mutes"."muter_id" = ?
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
+  and "posts"."id" < ?
   order by "posts"."id" desc
   limit 21;
 
--- list, admin
+-- listPostsPage, admin
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where (not exists (select "mutes"."id"
   from "mutes"
   where "mutes"."muter_id" = ?
   and "mutes"."muted_id" = "posts"."owner_id")) is true
+  and "posts"."id" < ?
   order by "posts"."id" desc
   limit 21;
 
--- list after a cursor, member
+-- listPostsPage after a cursor, member
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   where (("posts"."visibility" = 'public'
@@ -285,7 +289,7 @@ update "users"
   set "post_count" = "post_count" + ?
   where "id" = ?;
 
--- list with search, member
+-- search, member
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join "post_search" on post_search.rowid = posts.id
@@ -315,7 +319,7 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   order by post_search.rowid desc
   limit 21;
 
--- list with search, one owner, anonymous
+-- search, one owner, anonymous
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts" cross join "post_search"
   where ("posts"."visibility" = 'public'
