@@ -4,7 +4,7 @@ import { backend, freshDatabase } from '../../test/helpers/database.js';
 import { createBlocksRepository } from '../modules/blocks/blocks.repository.js';
 import { createFeedRepository } from '../modules/feed/feed.repository.js';
 import { FEED_PROBED_POSTS, createFollowersRepository } from '../modules/followers/followers.repository.js';
-import { createNotificationsRepository, findMayBeTold, insertNotifications } from '../modules/notifications/notifications.repository.js';
+import { createNotificationsRepository, findMayBeTold, insertNotifications, notificationsPage } from '../modules/notifications/notifications.repository.js';
 import { createPostsRepository, findCallerAndReadablePost, findReadablePost, listPostsPage } from '../modules/posts/posts.repository.js';
 import { indexPost } from '../modules/search/search.repository.js';
 import { parsePostQuery, parseUserQuery } from '../modules/search/search.query.js';
@@ -233,6 +233,9 @@ describe(`the SQL each repository sends (${backend})`, () => {
     const notifications = createNotificationsRepository(store.db);
     const alice = { id: ids.alice, role: 'member' as const };
     const text = await record([
+      ['notificationsPage (prepared), in no block', () => notificationsPage(store, { ...alice, hasBlocks: false }, { limit: 20 })],
+      ['notificationsPage (prepared) after a cursor, blocks checked', () => notificationsPage(store, alice, { limit: 20, after: 1000 })],
+      ['notificationsPage (prepared), an admin: blocks checked', () => notificationsPage(store, { id: ids.alice, role: 'admin' }, { limit: 20 })],
       ['page', () => notifications.page(alice, { limit: 20 })],
       ['page of some types after a cursor', () => notifications.page(alice, { limit: 20, after: 1000, types: ['follow', 'mention'] })],
       ['findVisible', () => notifications.findVisible(alice, 1)],

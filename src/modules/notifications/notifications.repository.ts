@@ -1,9 +1,9 @@
 import { sql, type Kysely } from 'kysely';
 import { plain, prepare, type Prepared } from '../../db/prepared.js';
-import type { PlainStatement, Tx } from '../../db/store.js';
+import type { PlainStatement, Store, Tx } from '../../db/store.js';
 import type { Database, NotificationRow, NotificationType, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { actorHeardBy, compileQuery, mayBeTold, visibleTo } from '../../shared/visibility.js';
+import { SLOT, VIEWER, actorHeardBy, bindParameters, compileQuery, mayBeTold, visibleTo } from '../../shared/visibility.js';
 
 /** Whose notifications are read: the recipient (with their role, which decides what posts they may see). */
 export interface Recipient {
@@ -79,6 +79,46 @@ export function visibleNotifications(db: Kysely<Database>, recipient: Recipient)
         sql.lit(true),
       ),
     );
+}
+
+/**
+ * A page without a `types` filter, the collection as an app reads it (`page`'s own text), compiled once per kind of
+ * recipient and page size like GET /posts' page (posts.repository.ts, db/prepared.ts): built through the builder on
+ * every request, the rule's checks cost more than reading the page. The cursor is always bound (the largest safe
+ * integer for the first page); a `types` filter, a list of any length, goes through the builder.
+ */
+const firstPages = new Map<string, Prepared>();
+
+/**
+ * The prepared page for `recipient`'s kind: role and whether blocks are checked, keyed here rather than by
+ * perViewerKind, whose kinds drop an admin's blocks (an admin sees every post) while rule 6 keeps them for an admin's
+ * own notifications.
+ */
+function firstPage(recipient: Recipient, limit: number): Prepared {
+  const hasBlocks = recipient.hasBlocks !== false;
+  const key = `${recipient.role}:${hasBlocks ? 'b' : ''} ${limit}`;
+  let prepared = firstPages.get(key);
+  if (prepared === undefined) {
+    const template: Recipient = { id: VIEWER, role: recipient.role, hasBlocks };
+    prepared = prepare(
+      compileQuery((db) =>
+        visibleNotifications(db, template).select(NOTIFICATION_COLUMNS).where('notifications.id', '<', SLOT).orderBy('notifications.id', 'desc').limit(pageLimit(limit)),
+      ),
+    );
+    firstPages.set(key, prepared);
+  }
+  return prepared;
+}
+
+/** `limit + 1` notifications of `recipient` below `after`, newest first (`page`, prepared when no `types` filter). */
+export function notificationsPage(
+  store: Store,
+  recipient: Recipient,
+  page: { limit: number; after?: number; types?: readonly NotificationType[] },
+): Promise<NotificationRow[]> {
+  if (page.types !== undefined) return createNotificationsRepository(store.db).page(recipient, page);
+  const compiled = firstPage(recipient, page.limit);
+  return store.query<NotificationRow>(compiled.statement, bindParameters(compiled.parameters, recipient.id, [page.after ?? Number.MAX_SAFE_INTEGER]));
 }
 
 /** Notification rows: reads through `visibleNotifications`, writes by the services that cause them. */

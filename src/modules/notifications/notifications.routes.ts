@@ -11,7 +11,7 @@ import { findCallerByTokenHash } from '../tokens/tokens.repository.js';
 import { checkLastEventId, negotiateStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
-import { createNotificationsRepository, type Recipient } from './notifications.repository.js';
+import { createNotificationsRepository, notificationsPage, type Recipient } from './notifications.repository.js';
 import {
   ListNotificationsQuerySchema,
   NOTIFICATION_TYPES,
@@ -100,7 +100,7 @@ const notificationsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const judged = { id: recipient.id, role: recipient.role };
         return openNotificationStream(app, streams, request, reply, { recipient: judged, caller, types });
       }
-      const rows = await keysetPage(request, reply, `notifications|${userId}`, request.query, (page) => notifications.page(recipient, { ...page, types }));
+      const rows = await keysetPage(request, reply, `notifications|${userId}`, request.query, (page) => notificationsPage(app.store, recipient, { ...page, types }));
       return rows.map((row) => toNotification(row, app.links));
     },
   );

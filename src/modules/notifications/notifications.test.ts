@@ -501,6 +501,24 @@ describe('notifications across blocks, mutes and suspensions (CONTRACT §9, §10
     expect(await gists(app, ann)).toEqual([`recommend:${bob.id}:${hers.id}`]);
   });
 
+  it('an admin hears of no one across a block either: their own page, in no block and then in one, and the marker', async () => {
+    // The page's prepared text is kept per kind of recipient: an admin's kind must still check blocks (rule 6),
+    // although an admin sees every post.
+    const app = await buildTestApp();
+    const admin = await createAdmin(app);
+    const bob = await signUp(app);
+    await follow(app, bob, admin);
+    expect(await gists(app, admin)).toEqual([`follow:${bob.id}`]);
+    expect((await block(app, bob, admin)).statusCode).toBe(201);
+    // The block ended bob's follow (and its notification); a mention from before the block stays out too.
+    expect((await call(app, 'DELETE', `/users/${bob.id}/blocks/${admin.id}`, { token: bob.token })).statusCode).toBe(200);
+    await post(app, bob, { title: 'Hi', content: `hello @${admin.username}` });
+    expect((await gists(app, admin)).map((g) => g.split(':')[0])).toEqual(['mention']);
+    expect((await block(app, admin, bob)).statusCode).toBe(201);
+    expect(await gists(app, admin)).toEqual([]);
+    expect((await call(app, 'GET', `/users/${admin.id}/notifications/marker`, { token: admin.token })).json()).toMatchObject({ unreadCount: 0 });
+  });
+
   it('a suspended actor\'s notifications are left out, to the recipient and to an admin reading them, and show again once lifted', async () => {
     const app = await buildTestApp();
     const admin = await createAdmin(app);
