@@ -8,9 +8,11 @@ import type { PlainStatement } from './store.js';
  * cost is larger than the database's answer. Where a benchmark target showed the precompiled text cutting the
  * instructions a request by well over the project's 10% bar (bench/README.md, "Figures behind choices in the code":
  * the rows "hot statements by hand" and "signed-in reads of one post as plain SQL"), the statement is compiled once
- * and kept. Today that is the read of one post and the token's caller beside it
- * (posts.repository.ts), the caller behind a bearer token (tokens.repository.ts), the home-feed page
- * (feed.repository.ts), and an Idempotency-Key's lookup and kept answer (plugins/idempotency/idempotency.repository.ts).
+ * and kept. Today that is the read of one post and the token's caller beside it, and
+ * GET /posts' page without a search (posts.repository.ts), the caller behind a bearer token (tokens.repository.ts),
+ * the home-feed page (feed.repository.ts), a mentioning write's judgement and its notifications
+ * (notifications.repository.ts), and an Idempotency-Key's lookup and kept answer
+ * (plugins/idempotency/idempotency.repository.ts).
  * Everything else stays in the builder. Re-measure with `npm run bench -- --instructions` before adding one, and
  * drop one whose gain falls under the bar.
  *
