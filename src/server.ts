@@ -1,3 +1,5 @@
+// First, before anything else runs: see the module for why.
+import './shared/tick-shape.js';
 import closeWithGrace from 'close-with-grace';
 import { buildApp } from './app.js';
 import { shutdown } from './shutdown.js';
