@@ -210,6 +210,8 @@ export function userRelationRoutes(kind: UserRelationKind): FastifyPluginAsyncTy
         const targetId = toId(params[target]!);
         const noSuch = () => AppError.badRequest(target, `names no ${noun} of this user`);
         if (!isSelfOrAdmin(caller, ownerId)) throw noSuch();
+        // A suspended user's entry is hidden from all but admins (CONTRACT §9): GET answers 404, so DELETE answers 400.
+        if (!(await users.exists(targetId, caller))) throw noSuch();
         const removed = await app.store.transaction(async (tx) => {
           await tx.lockRows('users', [ownerId, targetId]);
           return kind.repository(tx.db).remove(ownerId, targetId);

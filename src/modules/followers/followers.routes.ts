@@ -159,6 +159,9 @@ const followersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         if (!(await follows.exists(followeeId, followerId))) throw noSuchRelation();
         throw AppError.forbidden('Only either of the two users or an admin may remove a follower relation');
       }
+      // The other user of the relation, if suspended, is hidden from all but admins (CONTRACT §9): as if not there.
+      const other = caller.id === followeeId ? followerId : followeeId;
+      if (caller.role !== 'admin' && !(await users.exists(other, caller))) throw noSuchRelation();
       if (!(await unfollow(app.store, followeeId, followerId))) throw noSuchRelation();
       return { deleted: 1 };
     },

@@ -149,6 +149,33 @@ describe('/users/{id}/suspension (CONTRACT §9)', () => {
     expect(await state(viewer.token)).toEqual({ ...shown, post: expect.objectContaining({ replyCount: 1, recommendCount: 1 }), replies: 1, reply: 404 });
   });
 
+  it("a suspended user's block, mute and follow entries are hidden to DELETE too (400, as to GET's 404); an admin removes them", async () => {
+    const app = await buildTestApp();
+    const admin = await createAdmin(app);
+    const kim = await signUp(app);
+    const dan = await signUp(app);
+    const eve = await signUp(app);
+    for (const path of ['blocks', 'mutes']) expect((await call(app, 'POST', `/users/${kim.id}/${path}`, { token: kim.token, body: { id: dan.id } })).statusCode).toBe(201);
+    await follow(app, eve, kim);
+    await follow(app, kim, eve);
+    expect((await suspend(app, admin, dan.id)).statusCode).toBe(200);
+    expect((await suspend(app, admin, eve.id)).statusCode).toBe(200);
+    for (const path of ['blocks', 'mutes']) {
+      expect((await call(app, 'GET', `/users/${kim.id}/${path}/${dan.id}`, { token: kim.token })).statusCode).toBe(404);
+      expect((await call(app, 'DELETE', `/users/${kim.id}/${path}/${dan.id}`, { token: kim.token })).statusCode).toBe(400);
+    }
+    // eve follows kim and kim follows eve: neither relation can be removed by kim while eve is hidden.
+    expect((await call(app, 'DELETE', `/users/${kim.id}/followers/${eve.id}`, { token: kim.token })).statusCode).toBe(400);
+    expect((await call(app, 'DELETE', `/users/${eve.id}/followers/${kim.id}`, { token: kim.token })).statusCode).toBe(400);
+    // Nothing was removed: lifting the suspensions shows every entry again.
+    for (const id of [dan.id, eve.id]) expect((await call(app, 'DELETE', `/users/${id}/suspension`, { token: admin.token })).statusCode).toBe(200);
+    for (const path of ['blocks', 'mutes']) expect((await call(app, 'GET', `/users/${kim.id}/${path}/${dan.id}`, { token: kim.token })).statusCode).toBe(200);
+    expect((await call(app, 'GET', `/users/${kim.id}/followers/${eve.id}`)).statusCode).toBe(200);
+    // An admin sees suspended accounts, and may remove their entries.
+    expect((await suspend(app, admin, dan.id)).statusCode).toBe(200);
+    expect((await call(app, 'DELETE', `/users/${kim.id}/mutes/${dan.id}`, { token: admin.token })).statusCode).toBe(200);
+  });
+
   it("keeps others' counters right when a suspended account is deleted", async () => {
     const app = await buildTestApp();
     const admin = await createAdmin(app);
