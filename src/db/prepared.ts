@@ -46,12 +46,16 @@ export const prepare = ({ text, parameters }: CompiledText): Prepared => ({ stat
 /**
  * A statement built on first use once per kind of viewer (`viewerKind`: anonymous, admin, member with or without
  * blocks and mutes) and `variant` (a page size), then kept: a handful of texts per statement. `build` gets the
- * kind's template viewer, whose id is the `VIEWER` marker that `bindParameters` replaces on each run.
+ * kind's template viewer, whose id is the `VIEWER` marker that `bindParameters` replaces on each run. `kindOf`
+ * replaces `viewerKind` for a rule whose kinds differ (a notification's recipient: an admin's blocks still count).
  */
-export function perViewerKind<T>(build: (template: Viewer, variant: number | undefined) => T): (viewer: Viewer, variant?: number) => T {
+export function perViewerKind<V = Viewer, T = unknown>(
+  build: (template: V, variant: number | undefined) => T,
+  kindOf: (viewer: V) => { key: string; template: V } = viewerKind as unknown as (viewer: V) => { key: string; template: V },
+): (viewer: V, variant?: number) => T {
   const built = new Map<string, T>();
   return (viewer, variant) => {
-    const { key, template } = viewerKind(viewer);
+    const { key, template } = kindOf(viewer);
     const id = variant === undefined ? key : `${key} ${variant}`;
     let statement = built.get(id);
     if (statement === undefined) {

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import { plain, prepare, type Prepared } from '../../db/prepared.js';
+import { perViewerKind, plain, prepare, type Prepared } from '../../db/prepared.js';
 import type { PlainStatement, Store, Tx } from '../../db/store.js';
 import type { Database, NotificationRow, NotificationType, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
@@ -26,6 +26,13 @@ export const NOTIFICATION_COLUMNS = [
   'notifications.reply_id',
   'notifications.created_at',
 ] as const;
+
+/** A page of notifications: `limit + 1` rows with ids below `after`, of `types` when given. */
+export interface NotificationsPage {
+  limit: number;
+  after?: number;
+  types?: readonly NotificationType[];
+}
 
 /** Past this many unread notifications the marker says 1000 (CONTRACT §10): the count stops there. */
 export const UNREAD_COUNT_CAP = 1000;
@@ -81,56 +88,47 @@ export function visibleNotifications(db: Kysely<Database>, recipient: Recipient)
     );
 }
 
-/**
- * A page without a `types` filter, the collection as an app reads it (`page`'s own text), compiled once per kind of
- * recipient and page size like GET /posts' page (posts.repository.ts, db/prepared.ts): built through the builder on
- * every request, the rule's checks cost more than reading the page. The cursor is always bound (the largest safe
- * integer for the first page); a `types` filter, a list of any length, goes through the builder.
- */
-const firstPages = new Map<string, Prepared>();
-
-/**
- * The prepared page for `recipient`'s kind: role and whether blocks are checked, keyed here rather than by
- * perViewerKind, whose kinds drop an admin's blocks (an admin sees every post) while rule 6 keeps them for an admin's
- * own notifications.
- */
-function firstPage(recipient: Recipient, limit: number): Prepared {
+/** A recipient's kind for the prepared page: role, and whether blocks are checked (rule 6 keeps an admin's too). */
+function recipientKind(recipient: Recipient): { key: string; template: Recipient } {
   const hasBlocks = recipient.hasBlocks !== false;
-  const key = `${recipient.role}:${hasBlocks ? 'b' : ''} ${limit}`;
-  let prepared = firstPages.get(key);
-  if (prepared === undefined) {
-    const template: Recipient = { id: VIEWER, role: recipient.role, hasBlocks };
-    prepared = prepare(
-      compileQuery((db) =>
-        visibleNotifications(db, template).select(NOTIFICATION_COLUMNS).where('notifications.id', '<', SLOT).orderBy('notifications.id', 'desc').limit(pageLimit(limit)),
-      ),
-    );
-    firstPages.set(key, prepared);
-  }
-  return prepared;
+  return { key: `${recipient.role}:${hasBlocks ? 'b' : ''}`, template: { id: VIEWER, role: recipient.role, hasBlocks } };
 }
 
+/**
+ * A page without a `types` filter, the collection as an app reads it (`pageQuery`'s own text), compiled once per
+ * kind of recipient and page size like GET /posts' page (posts.repository.ts, db/prepared.ts): built through the
+ * builder on every request, the rule's checks cost more than reading the page. The cursor is always bound (the
+ * largest safe integer for the first page); a `types` filter, a list of any length, goes through the builder. The
+ * kinds are `recipientKind`'s, not `viewerKind`'s, which drop an admin's blocks (an admin sees every post) while rule
+ * 6 keeps them for an admin's own notifications.
+ */
+const firstPages = perViewerKind(
+  (template: Recipient, limit) => prepare(compileQuery((db) => createNotificationsRepository(db).pageQuery(template, { limit: limit!, after: SLOT }))),
+  recipientKind,
+);
+
 /** `limit + 1` notifications of `recipient` below `after`, newest first (`page`, prepared when no `types` filter). */
-export function notificationsPage(
-  store: Store,
-  recipient: Recipient,
-  page: { limit: number; after?: number; types?: readonly NotificationType[] },
-): Promise<NotificationRow[]> {
+export function notificationsPage(store: Store, recipient: Recipient, page: NotificationsPage): Promise<NotificationRow[]> {
   if (page.types !== undefined) return createNotificationsRepository(store.db).page(recipient, page);
-  const compiled = firstPage(recipient, page.limit);
+  const compiled = firstPages(recipient, page.limit);
   return store.query<NotificationRow>(compiled.statement, bindParameters(compiled.parameters, recipient.id, [page.after ?? Number.MAX_SAFE_INTEGER]));
 }
 
 /** Notification rows: reads through `visibleNotifications`, writes by the services that cause them. */
 export function createNotificationsRepository(db: Kysely<Database>) {
+  /** The page query `page` runs (and the prepared first pages compile): `limit + 1` rows below `after`, newest first. */
+  function pageQuery(recipient: Recipient, { limit, after, types }: NotificationsPage) {
+    let query = visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS);
+    if (after !== undefined) query = query.where('notifications.id', '<', after);
+    if (types !== undefined) query = query.where('notifications.type', 'in', types);
+    return query.orderBy('notifications.id', 'desc').limit(pageLimit(limit));
+  }
+
   return {
+    pageQuery,
+
     /** A page, newest first, `limit + 1` rows below `before` (keyset on the id). */
-    page(recipient: Recipient, { limit, after, types }: { limit: number; after?: number; types?: readonly NotificationType[] }): Promise<NotificationRow[]> {
-      let query = visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS);
-      if (after !== undefined) query = query.where('notifications.id', '<', after);
-      if (types !== undefined) query = query.where('notifications.type', 'in', types);
-      return query.orderBy('notifications.id', 'desc').limit(pageLimit(limit)).execute();
-    },
+    page: (recipient: Recipient, page: NotificationsPage): Promise<NotificationRow[]> => pageQuery(recipient, page).execute(),
 
     findVisible(recipient: Recipient, id: number): Promise<NotificationRow | undefined> {
       return visibleNotifications(db, recipient).select(NOTIFICATION_COLUMNS).where('notifications.id', '=', id).executeTakeFirst();
