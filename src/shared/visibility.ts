@@ -49,8 +49,9 @@ export const POST_COLUMNS = [
  * 4. Listings (GET /posts, feeds, replies lists, streams, search) leave out posts and replies of users the viewer
  *    mutes. Reads by id, a user's own posts listing, recommends lists and counters are not filtered by mutes.
  * 5. Counters count only what the viewer may see: postCount by rules 1 and 3; replyCount and recommendCount less
- *    the replies and recommends of the viewer's blocked parties (those of suspended accounts are already taken out
- *    of the stored counters while the suspension stands: see suspensions.service.ts).
+ *    the replies and recommends of the viewer's blocked parties. Those of suspended accounts are already taken out
+ *    of the stored counters while the suspension stands (see suspensions.service.ts), as are their follows from
+ *    followerCount and followingCount; admins, who see those rows, get them added back.
  * 6. Notifications (CONTRACT §10): a recipient hears of no actor whose account is suspended or with whom a block
  *    stands, either way (notifications from before the block included), whoever reads them (an admin reading a
  *    user's notifications sees what that user may). On top of that, none is made from a user the recipient mutes
@@ -287,50 +288,58 @@ export function visiblePostCount(viewer: Viewer) {
 }
 
 /**
- * Whether a viewer's counters may differ from the stored ones (rule 5): a member who is in a block. The hottest read
- * asks this first and skips `withVisibleCounts` (an await) for everyone else.
+ * Whether a viewer's counters may differ from the stored ones (rule 5): a member who is in a block, or an admin (who
+ * counts the rows of suspended accounts too). The hottest read asks this first and skips `withVisibleCounts` (an
+ * await) for everyone else.
  */
-export const countsDiffer = (viewer: Viewer): viewer is NonNullable<Viewer> => !!viewer && viewer.role !== 'admin' && viewer.hasBlocks !== false;
+export const countsDiffer = (viewer: Viewer): viewer is NonNullable<Viewer> =>
+  !!viewer && (viewer.role === 'admin' || viewer.hasBlocks !== false);
 
 /**
- * Rule 5 for posts already read: each post's `reply_count` and `recommend_count` less the replies and recommends of
- * the users on the other side of the viewer's blocks. Rows come back untouched (and no query runs) for anyone
- * who is in no block, which is nearly everyone; otherwise one read for the whole page.
+ * Rule 5 for posts already read. For a member in a block: each post's `reply_count` and `recommend_count` less the
+ * replies and recommends of the users on the other side of the viewer's blocks (those of suspended accounts are
+ * out of the stored counters already). For an admin: plus those of suspended accounts. Rows come back untouched
+ * (and no query runs) for anyone else, which is nearly everyone; otherwise one read a counter for the whole page.
  */
 export async function withVisibleCounts<Row extends PostRow>(db: Kysely<Database>, viewer: Viewer, rows: Row[]): Promise<Row[]> {
   if (!countsDiffer(viewer) || rows.length === 0) return rows;
-  // Posts whose stored counters are zero have nothing to take away: a page of them (most pages) costs no read.
-  const replied = rows.filter((row) => row.reply_count > 0).map((row) => row.id);
-  const recommended = rows.filter((row) => row.recommend_count > 0).map((row) => row.id);
+  const admin = viewer.role === 'admin';
+  // A member's adjustment only takes away: posts whose stored counters are zero (most pages) cost no read.
+  const replied = rows.filter((row) => admin || row.reply_count > 0).map((row) => row.id);
+  const recommended = rows.filter((row) => admin || row.recommend_count > 0).map((row) => row.id);
   const parties = (eb: AnyBuilder) =>
     eb
       .selectFrom('blocks')
       .select('blocks.blocked_id as user_id')
       .where('blocks.blocker_id', '=', viewer.id)
       .unionAll(eb.selectFrom('blocks').select('blocks.blocker_id as user_id').where('blocks.blocked_id', '=', viewer.id));
-  const hiddenReplies = replied.length === 0 ? [] : await db
+  // Whose rows the adjustment counts: suspended accounts for an admin, the blocked parties not suspended otherwise.
+  const counted = (eb: AnyBuilder, author: 'replies.author_id' | 'recommends.user_id') =>
+    admin
+      ? eb(author, 'in', eb.selectFrom('suspensions').select('suspensions.user_id'))
+      : eb.and([eb(author, 'in', parties(eb)), notSuspended(eb, author)]);
+  const adjustReplies = replied.length === 0 ? [] : await db
     .selectFrom('replies')
     .select(['replies.post_id', (eb) => eb.fn.countAll<number>().as('n')])
     .where('replies.post_id', 'in', replied)
-    .where((eb) => eb('replies.author_id', 'in', parties(eb as unknown as AnyBuilder)))
-    .where((eb) => notSuspended(eb as unknown as AnyBuilder, 'replies.author_id'))
+    .where((eb) => counted(eb as unknown as AnyBuilder, 'replies.author_id'))
     .groupBy('replies.post_id')
     .execute();
-  const hiddenRecommends = recommended.length === 0 ? [] : await db
+  const adjustRecommends = recommended.length === 0 ? [] : await db
     .selectFrom('recommends')
     .select(['recommends.post_id', (eb) => eb.fn.countAll<number>().as('n')])
     .where('recommends.post_id', 'in', recommended)
-    .where((eb) => eb('recommends.user_id', 'in', parties(eb as unknown as AnyBuilder)))
-    .where((eb) => notSuspended(eb as unknown as AnyBuilder, 'recommends.user_id'))
+    .where((eb) => counted(eb as unknown as AnyBuilder, 'recommends.user_id'))
     .groupBy('recommends.post_id')
     .execute();
-  if (hiddenReplies.length === 0 && hiddenRecommends.length === 0) return rows;
-  const replies = new Map(hiddenReplies.map((row) => [Number(row.post_id), Number(row.n)]));
-  const recommends = new Map(hiddenRecommends.map((row) => [Number(row.post_id), Number(row.n)]));
+  if (adjustReplies.length === 0 && adjustRecommends.length === 0) return rows;
+  const sign = admin ? 1 : -1;
+  const replies = new Map(adjustReplies.map((row) => [Number(row.post_id), sign * Number(row.n)]));
+  const recommends = new Map(adjustRecommends.map((row) => [Number(row.post_id), sign * Number(row.n)]));
   return rows.map((row) => ({
     ...row,
-    reply_count: row.reply_count - (replies.get(row.id) ?? 0),
-    recommend_count: row.recommend_count - (recommends.get(row.id) ?? 0),
+    reply_count: row.reply_count + (replies.get(row.id) ?? 0),
+    recommend_count: row.recommend_count + (recommends.get(row.id) ?? 0),
   }));
 }
 
@@ -445,6 +454,33 @@ export const USER_COLUMNS = [
   'users.created_at',
   'users.updated_at',
 ] as const;
+
+/**
+ * The columns of a user as `viewer` may see them (rule 5): `USER_COLUMNS` with the viewer's `post_count`. For an
+ * admin, `follower_count` and `following_count` also count the follows of suspended accounts, which the stored
+ * counters leave out while a suspension stands; the subquery walks the suspensions (few) and probes the follow's
+ * key, so a user with many followers costs an admin no more than one with few.
+ */
+export function userColumns(viewer: Viewer) {
+  return (eb: ExpressionBuilder<Database, 'users'>): UserSelection[] => {
+    if (viewer?.role !== 'admin') return [...USER_COLUMNS, visiblePostCount(viewer)(eb)];
+    const suspendedFollows = (counted: 'follows.follower_id' | 'follows.followee_id', key: 'follows.followee_id' | 'follows.follower_id') =>
+      eb
+        .selectFrom('follows')
+        .select((sub) => sub.fn.countAll<number>().as('n'))
+        .whereRef(key, '=', 'users.id')
+        .where(counted, 'in', eb.selectFrom('suspensions').select('suspensions.user_id'));
+    const columns: UserSelection[] = USER_COLUMNS.map((column) =>
+      column === 'users.follower_count'
+        ? eb(eb.ref(column), '+', suspendedFollows('follows.follower_id', 'follows.followee_id')).as('follower_count')
+        : column === 'users.following_count'
+          ? eb(eb.ref(column), '+', suspendedFollows('follows.followee_id', 'follows.follower_id')).as('following_count')
+          : column,
+    );
+    return [...columns, visiblePostCount(viewer)(eb)];
+  };
+}
+type UserSelection = (typeof USER_COLUMNS)[number] | AliasedExpression<number, 'follower_count' | 'following_count' | 'post_count'>;
 
 /** A user as reads return it: no password hash, and the post count the reader may see. */
 export interface PublicUserRow {

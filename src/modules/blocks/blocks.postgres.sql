@@ -23,7 +23,15 @@ select "users"."id", "users"."username", "users"."display_name", "users"."bio", 
   limit 21;
 
 -- find, admin
-select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."post_count" as "post_count", "blocks"."id" as "relation_id"
+select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count" + (select count(*) as "n"
+  from "follows"
+  where "follows"."followee_id" = "users"."id"
+  and "follows"."follower_id" in (select "suspensions"."user_id"
+  from "suspensions")) as "follower_count", "users"."following_count" + (select count(*) as "n"
+  from "follows"
+  where "follows"."follower_id" = "users"."id"
+  and "follows"."followee_id" in (select "suspensions"."user_id"
+  from "suspensions")) as "following_count", "users"."created_at", "users"."updated_at", "users"."post_count" as "post_count", "blocks"."id" as "relation_id"
   from "blocks"
   inner join "users" on "users"."id" = "blocks"."blocked_id"
   where "blocks"."blocker_id" = $1

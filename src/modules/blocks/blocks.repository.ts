@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { USER_COLUMNS, userShownTo, visiblePostCount, type Viewer } from '../../shared/visibility.js';
+import { userShownTo, userColumns, type Viewer } from '../../shared/visibility.js';
 import type { ListedUserRow, UserRelationRepository } from './user-relations.js';
 
 /** Blocks by author (blocker): the rows behind /users/{id}/blocks. Pass a transaction's `db` to write. */
@@ -10,8 +10,7 @@ export function createBlocksRepository(db: Kysely<Database>): UserRelationReposi
     db
       .selectFrom('blocks')
       .innerJoin('users', 'users.id', 'blocks.blocked_id')
-      .select(USER_COLUMNS)
-      .select(visiblePostCount(viewer))
+      .select(userColumns(viewer))
       .select('blocks.id as relation_id')
       .where('blocks.blocker_id', '=', ownerId)
       .where(userShownTo(viewer));

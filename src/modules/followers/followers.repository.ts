@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { USER_COLUMNS, accountShownTo, blockBetween, isSuspended, mutes, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { USER_COLUMNS, accountShownTo, blockBetween, isSuspended, mutes, userShownTo, userColumns, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 /**
  * The follow graph. `follows` is keyed (followee_id, follower_id), which serves "followers of X" in follower id
@@ -15,7 +15,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
       let query = db
         .selectFrom('follows')
         .innerJoin('users', 'users.id', 'follows.follower_id')
-        .select(USER_COLUMNS).select(visiblePostCount(viewer))
+        .select(userColumns(viewer))
         .where('follows.followee_id', '=', followeeId)
         .where(userShownTo(viewer))
         .orderBy('follows.follower_id', 'asc')
@@ -29,7 +29,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
       let query = db
         .selectFrom('follows')
         .innerJoin('users', 'users.id', 'follows.followee_id')
-        .select(USER_COLUMNS).select(visiblePostCount(viewer))
+        .select(userColumns(viewer))
         .where('follows.follower_id', '=', followerId)
         .where(userShownTo(viewer))
         .orderBy('follows.followee_id', 'asc')
@@ -43,7 +43,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
       return db
         .selectFrom('follows')
         .innerJoin('users', 'users.id', 'follows.follower_id')
-        .select(USER_COLUMNS).select(visiblePostCount(viewer))
+        .select(userColumns(viewer))
         .where('follows.followee_id', '=', followeeId)
         .where('follows.follower_id', '=', followerId)
         .where(userShownTo(viewer))

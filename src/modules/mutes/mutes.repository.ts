@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { USER_COLUMNS, userShownTo, visiblePostCount, type Viewer } from '../../shared/visibility.js';
+import { userShownTo, userColumns, type Viewer } from '../../shared/visibility.js';
 import type { ListedUserRow, UserRelationRepository } from '../blocks/user-relations.js';
 
 /** Mutes by author (muter): the rows behind /users/{id}/mutes. Pass a transaction's `db` to write. */
@@ -10,8 +10,7 @@ export function createMutesRepository(db: Kysely<Database>): UserRelationReposit
     db
       .selectFrom('mutes')
       .innerJoin('users', 'users.id', 'mutes.muted_id')
-      .select(USER_COLUMNS)
-      .select(visiblePostCount(viewer))
+      .select(userColumns(viewer))
       .select('mutes.id as relation_id')
       .where('mutes.muter_id', '=', ownerId)
       .where(userShownTo(viewer));

@@ -107,7 +107,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         row = found?.post;
       }
       if (!row) throw AppError.notFound('post');
-      // The counters this caller may see: the stored ones, unless the caller is in a block.
+      // The counters this caller may see: the stored ones, unless the caller is in a block or an admin.
       if (countsDiffer(caller)) row = (await withVisibleCounts(app.db, caller, [row]))[0]!;
       const post = toPost(row, app.links);
       reply.header('etag', postTag(post));

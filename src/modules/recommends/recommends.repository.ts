@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
-import { USER_COLUMNS, recommenderShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { recommenderShownTo, userColumns, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 /** Recommend rows (post, user). Pass a transaction instead of `db` to use it inside one. */
 export function createRecommendsRepository(db: Kysely<Database>) {
@@ -9,7 +9,7 @@ export function createRecommendsRepository(db: Kysely<Database>) {
     db
       .selectFrom('recommends')
       .innerJoin('users', 'users.id', 'recommends.user_id')
-      .select(USER_COLUMNS).select(visiblePostCount(viewer))
+      .select(userColumns(viewer))
       .where('recommends.post_id', '=', postId)
       // Recommenders `viewer` may see: neither suspended nor across a block (shared/visibility.ts).
       .where(recommenderShownTo(viewer));

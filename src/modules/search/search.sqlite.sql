@@ -77,7 +77,15 @@ select "users"."id", "users"."username", "users"."display_name", "users"."bio", 
   limit 21;
 
 -- users: searchByName after a cursor, admin
-select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."post_count" as "post_count"
+select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count" + (select count(*) as "n"
+  from "follows"
+  where "follows"."followee_id" = "users"."id"
+  and "follows"."follower_id" in (select "suspensions"."user_id"
+  from "suspensions")) as "follower_count", "users"."following_count" + (select count(*) as "n"
+  from "follows"
+  where "follows"."follower_id" = "users"."id"
+  and "follows"."followee_id" in (select "suspensions"."user_id"
+  from "suspensions")) as "following_count", "users"."created_at", "users"."updated_at", "users"."post_count" as "post_count"
   from "user_words"
   inner join "users" on "users"."id" = "user_words"."user_id"
   where "user_words"."word" = ?

@@ -16,7 +16,7 @@ import { createSuspensionsRepository } from './suspensions.repository.js';
  * Reads stay as cheap as before whatever the number of suspensions. Every write that moves one of those counters
  * for a suspended account's row while it stands (an admin removing its reply, recommend or follow; its account
  * deleted) leaves the counter alone, since its share is already out (`suspendedAmong` at each such write).
- * Admins, who see the account's rows, see the same counters as everyone (they count what members are shown).
+ * Admins, who see the account's rows, get its share added back at read (`userColumns`, `withVisibleCounts`).
  * The account's own counters (its followers, followings and posts) stay: only admins see its profile meanwhile.
  */
 

@@ -135,8 +135,17 @@ describe('/users/{id}/suspension (CONTRACT §9)', () => {
     await suspend(app, admin, target.id);
     expect(await state(viewer.token)).toEqual(hidden);
     expect(await state(undefined)).toEqual(hidden);
-    // Admins see the account and its rows; the counters are the stored ones, which count what members are shown.
-    expect(await state(admin.token)).toMatchObject({ profile: 200, listed: true, replies: 2, reply: 200, recommends: 1, ownPost: 200, follower: 200 });
+    // Admins see the account, its rows, and counters that count them (the stored ones leave the account's share out).
+    expect(await state(admin.token)).toEqual(shown);
+    const adminLists = {
+      users: (await call(app, 'GET', '/users?limit=100', { token: admin.token })).json(),
+      followers: (await call(app, 'GET', `/users/${friend.id}/followers`, { token: admin.token })).json(),
+      posts: (await call(app, 'GET', `/users/${friend.id}/posts`, { token: admin.token })).json(),
+    };
+    expect(adminLists.users.find((u: { id: number }) => u.id === friend.id)).toMatchObject({ followerCount: 1 });
+    expect(adminLists.users.find((u: { id: number }) => u.id === fan.id)).toMatchObject({ followingCount: 1 });
+    expect(adminLists.followers).toEqual([expect.objectContaining({ id: target.id, followingCount: 1 })]);
+    expect(adminLists.posts).toEqual([expect.objectContaining({ id: post.id, replyCount: 2, recommendCount: 1 })]);
     // Nobody may follow or block an account that is not there for them.
     expect((await call(app, 'POST', `/users/${target.id}/followers`, { token: viewer.token, body: { id: viewer.id } })).statusCode).toBe(404);
     expect((await call(app, 'POST', `/users/${viewer.id}/blocks`, { token: viewer.token, body: { id: target.id } })).statusCode).toBe(400);
@@ -144,6 +153,7 @@ describe('/users/{id}/suspension (CONTRACT §9)', () => {
     // While suspended, an admin removes one of its replies: the counter, already without it, stays.
     expect((await call(app, 'DELETE', `/posts/${post.id}/replies/${reply.id}`, { token: admin.token })).statusCode).toBe(200);
     expect((await call(app, 'GET', `/posts/${post.id}`, { token: viewer.token })).json()).toMatchObject({ replyCount: 0 });
+    expect((await call(app, 'GET', `/posts/${post.id}`, { token: admin.token })).json()).toMatchObject({ replyCount: 1, recommendCount: 1 });
 
     expect((await call(app, 'DELETE', `/users/${target.id}/suspension`, { token: admin.token })).statusCode).toBe(200);
     expect(await state(viewer.token)).toEqual({ ...shown, post: expect.objectContaining({ replyCount: 1, recommendCount: 1 }), replies: 1, reply: 404 });

@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Database, NewUserRow, PostRow, Role } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
 import { userSearchWords, userWords } from '../search/search.text.js';
-import { POST_COLUMNS, USER_COLUMNS, userShownTo, visiblePostCount, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
+import { POST_COLUMNS, userShownTo, userColumns, type PublicUserRow, type Viewer } from '../../shared/visibility.js';
 
 export const usernameKey = (username: string) => username.toLowerCase();
 
@@ -58,8 +58,7 @@ export function createUsersRepository(db: Kysely<Database>) {
     let query = db
       .selectFrom('user_words')
       .innerJoin('users', 'users.id', 'user_words.user_id')
-      .select(USER_COLUMNS)
-      .select(visiblePostCount(viewer))
+      .select(userColumns(viewer))
       .where('user_words.word', '=', key)
       // A suspended account is found by admins only (CONTRACT §9); blocks do not hide profiles here (§11).
       .where(userShownTo(viewer))
@@ -80,8 +79,7 @@ export function createUsersRepository(db: Kysely<Database>) {
     findById(id: number, viewer: Viewer): Promise<PublicUserRow | undefined> {
       return db
         .selectFrom('users')
-        .select(USER_COLUMNS)
-        .select(visiblePostCount(viewer))
+        .select(userColumns(viewer))
         .where('users.id', '=', id)
         .where(userShownTo(viewer))
         .executeTakeFirst();
@@ -120,8 +118,7 @@ export function createUsersRepository(db: Kysely<Database>) {
     list(viewer: Viewer, options: { limit: number; after?: number; username?: string }): Promise<PublicUserRow[]> {
       let query = db
         .selectFrom('users')
-        .select(USER_COLUMNS)
-        .select(visiblePostCount(viewer))
+        .select(userColumns(viewer))
         .where(userShownTo(viewer))
         .orderBy('users.id', 'asc')
         .limit(pageLimit(options.limit));
