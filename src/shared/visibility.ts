@@ -343,6 +343,54 @@ export async function withVisibleCounts<Row extends PostRow>(db: Kysely<Database
   }));
 }
 
+/**
+ * Rule 5 for one post shown to many viewers at once (a stream event): the post with the counters each viewer may see,
+ * for the viewers whose counters differ from the stored ones, by viewer id (every admin sees the same counters: the
+ * first admin's id stands for all of them, under `'admin'`); every viewer left out sees `row` as stored. The work is
+ * bounded by the post, not the viewers: first the post's repliers and recommenders who are suspended or in a block
+ * (none, and no read, for a post without replies or recommends and no admin watching; none for nearly every other
+ * post), then, only if some are in a block, which viewers are on the other side of one of those blocks.
+ */
+export async function countsPerViewer(db: Kysely<Database>, row: PostRow, viewers: readonly NonNullable<Viewer>[]): Promise<Map<number | 'admin', PostRow>> {
+  const shown = new Map<number | 'admin', PostRow>();
+  const admin = viewers.find((viewer) => viewer.role === 'admin');
+  if (!admin && row.reply_count === 0 && row.recommend_count === 0) return shown;
+  const partyFlags = (eb: AnyBuilder, user: UserRef) => eb.or([eb('users.block_count', '>', 0), suspended(eb, user)]);
+  const parties = await db
+    .selectFrom('replies')
+    .innerJoin('users', 'users.id', 'replies.author_id')
+    .select((eb) => ['users.id', suspended(eb as unknown as AnyBuilder, 'users.id').as('suspended')])
+    .where('replies.post_id', '=', row.id)
+    .where((eb) => partyFlags(eb as unknown as AnyBuilder, 'users.id'))
+    .unionAll(
+      db
+        .selectFrom('recommends')
+        .innerJoin('users', 'users.id', 'recommends.user_id')
+        .select((eb) => ['users.id', suspended(eb as unknown as AnyBuilder, 'users.id').as('suspended')])
+        .where('recommends.post_id', '=', row.id)
+        .where((eb) => partyFlags(eb as unknown as AnyBuilder, 'users.id')),
+    )
+    .execute();
+  if (parties.length === 0) return shown;
+  if (admin && parties.some((party) => party.suspended)) shown.set('admin', (await withVisibleCounts(db, admin, [row]))[0]!);
+  const blocking = [...new Set(parties.filter((party) => !party.suspended).map((party) => Number(party.id)))];
+  const members = [...new Set(viewers.filter((viewer) => viewer.role !== 'admin').map((viewer) => viewer.id))];
+  const inBlock = new Set<number>();
+  for (let i = 0; blocking.length > 0 && i < members.length; i += 500) {
+    const chunk = members.slice(i, i + 500);
+    const rows = await db
+      .selectFrom('blocks')
+      .select('blocks.blocked_id as user_id')
+      .where('blocks.blocker_id', 'in', blocking)
+      .where('blocks.blocked_id', 'in', chunk)
+      .unionAll(db.selectFrom('blocks').select('blocks.blocker_id as user_id').where('blocks.blocked_id', 'in', blocking).where('blocks.blocker_id', 'in', chunk))
+      .execute();
+    for (const { user_id } of rows) inBlock.add(Number(user_id));
+  }
+  for (const id of inBlock) shown.set(id, (await withVisibleCounts(db, { id, role: 'member' }, [row]))[0]!);
+  return shown;
+}
+
 /** The post if it exists and `viewer` may see it, with the counters they may see. */
 export async function findVisiblePost(db: Kysely<Database>, id: number, viewer: Viewer): Promise<PostRow | undefined> {
   const row = await db.selectFrom('posts').select(POST_COLUMNS).where('posts.id', '=', id).where(visibleTo(viewer)).executeTakeFirst();

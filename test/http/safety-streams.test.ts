@@ -120,4 +120,44 @@ describe('event streams and §9', () => {
     expect(streams.fan.events.some((e) => e.event === 'post.updated')).toBe(false);
     expect(streams.anonymous.events.some((e) => e.event === 'post.updated')).toBe(false);
   });
+
+  it("sends each subscriber the counters GET /posts/{id} shows it: a blocked party's reply and recommend left out, a suspended account's counted for admins, live and on replay", async () => {
+    const base = server.url;
+    const owner = await signUp(base, 'sc_owner');
+    const blocker = await signUp(base, 'sc_blocker');
+    const blockedOne = await signUp(base, 'sc_blocked');
+    const gone = await signUp(base, 'sc_suspended');
+    const member = await signUp(base, 'sc_member');
+    const postId = await post(base, owner);
+    for (const by of [blockedOne, gone]) {
+      expect((await request(base, 'POST', `/posts/${postId}/replies`, { token: by.token, body: { content: 'hi' } })).status).toBe(201);
+      expect((await request(base, 'POST', `/posts/${postId}/recommends`, { token: by.token, body: { id: by.id } })).status).toBe(201);
+    }
+    await relate(base, blocker, 'blocks', blockedOne.id);
+    expect((await request(base, 'PUT', `/users/${gone.id}/suspension`, { token: admin.token, body: { reason: 'spam' } })).status).toBe(200);
+    const counts = (post: { replyCount: number; recommendCount: number }) => [post.replyCount, post.recommendCount];
+    const shown = async (token?: string) => counts((await request(base, 'GET', `/posts/${postId}`, token ? { token } : {})).json());
+    const expected = { blocker: [0, 0], member: [1, 1], anonymous: [1, 1], admin: [2, 2] };
+    expect({ blocker: await shown(blocker.token), member: await shown(member.token), anonymous: await shown(), admin: await shown(admin.token) }).toEqual(expected);
+
+    const streams = { blocker: await sse('/posts', blocker.token), member: await sse('/posts', member.token), anonymous: await sse('/posts'), admin: await sse('/posts', admin.token) };
+    // A point to resume from, before the edit.
+    const marker = await post(base, member);
+    const resumeAt = { blocker: (await streams.blocker.next(isCreated(marker))).id!, admin: (await streams.admin.next(isCreated(marker))).id! };
+    const edited = await request(base, 'PUT', `/posts/${postId}`, { token: owner.token, body: { title: 'edited', content: 'c', visibility: 'public' } });
+    expect(edited.status).toBe(200);
+    const isUpdated = (e: SseEvent) => e.event === 'post.updated' && (JSON.parse(e.data) as { id: number }).id === postId;
+    const live: Record<string, number[]> = {};
+    for (const [name, stream] of Object.entries(streams)) live[name] = counts(JSON.parse((await stream.next(isUpdated)).data));
+    expect(live).toEqual(expected);
+
+    // Resumed from before the edit (Last-Event-ID), the replay judges the counters alike.
+    const replayed: Record<string, number[]> = {};
+    for (const [name, token] of [['blocker', blocker.token], ['admin', admin.token]] as const) {
+      const stream = await openSse(base, '/posts', { token, lastEventId: resumeAt[name] });
+      open.push(stream);
+      replayed[name] = counts(JSON.parse((await stream.next(isUpdated)).data));
+    }
+    expect(replayed).toEqual({ blocker: expected.blocker, admin: expected.admin });
+  });
 });

@@ -1,9 +1,10 @@
 import fastJson from 'fast-json-stringify';
+import type { Kysely } from 'kysely';
 import type { Counter } from 'prom-client';
-import type { PostRow, Visibility } from '../../db/types.js';
+import type { Database, PostRow, Visibility } from '../../db/types.js';
 import type { Links } from '../../shared/links.js';
 import { toPost } from '../../shared/representations.js';
-import { seesPost } from '../../shared/visibility.js';
+import { countsPerViewer, seesPost } from '../../shared/visibility.js';
 import { PostSchema } from '../posts/posts.schemas.js';
 import { eventId, type createEventsRepository, type OwnerRelations, type Position, type StreamEvent } from './events.js';
 import { REPLAY_PAUSE_BYTES, type Subscriber, type Subscribers } from './registry.js';
@@ -22,6 +23,7 @@ export class Delivery {
   private readonly followerLists = new Map<number, ReadonlySet<number>>();
 
   constructor(
+    private readonly db: Kysely<Database>,
     private readonly events: EventLog,
     private readonly links: Links,
     private readonly subscribers: Subscribers,
@@ -53,7 +55,13 @@ export class Delivery {
     for (const sub of subs) if (sub.viewer && sub.viewer.id !== ownerId) viewers.add(sub.viewer.id);
     const relations = await this.events.ownerRelations(ownerId, [...viewers]);
 
-    let body: string | undefined;
+    // The counters each subscriber may see (CONTRACT §9: as GET /posts/{id} shows them to it); nearly always the
+    // stored ones for all, and no read.
+    const signedIn = subs.flatMap((sub) => (sub.viewer ? [sub.viewer] : []));
+    const counted = row && event.kind !== 'deleted' && signedIn.length > 0 ? await countsPerViewer(this.db, row, signedIn) : undefined;
+    const bodies = new Map<PostRow, string>();
+    const bodyOf = (post: PostRow) => bodies.get(post) ?? bodies.set(post, `data: ${this.serialize(toPost(post, this.links))}\n\n`).get(post)!;
+
     const deleted = `event: post.deleted\ndata: {"id":${event.postId}}\n\n`;
     for (const sub of subs) {
       if (sub.closed || sub.cursor >= event.position) continue;
@@ -70,8 +78,9 @@ export class Delivery {
       if (event.kind === 'deleted') {
         if (sees(event.visibility)) frame = deleted;
       } else if (row && sees(row.visibility)) {
-        body ??= `data: ${this.serialize(toPost(row, this.links))}\n\n`;
-        frame = `event: post.${event.kind}\n${body}`;
+        const viewer = sub.viewer;
+        const own = viewer && counted?.get(viewer.role === 'admin' ? 'admin' : viewer.id);
+        frame = `event: post.${event.kind}\n${bodyOf(own ?? row)}`;
       } else if (sees(event.visibility) || sees(event.previousVisibility)) {
         frame = deleted;
       }

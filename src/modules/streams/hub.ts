@@ -71,7 +71,7 @@ export class StreamHub {
     for (const reason of ['slow', 'revoked'] as const) dropped.inc({ reason }, 0);
     this.subscribers = new Subscribers(options.max, openGauge, dropped);
     // The delivery starts catch-ups and a catch-up reads the pump's position: both are looked up when called.
-    const delivery = new Delivery(this.events, links, this.subscribers, sent, (sub, countedFrom) => this.catchUp.run(sub, countedFrom));
+    const delivery = new Delivery(db, this.events, links, this.subscribers, sent, (sub, countedFrom) => this.catchUp.run(sub, countedFrom));
     this.catchUp = new CatchUp(this.events, this.subscribers, delivery, () => this.pump.position, log);
     this.pump = new Pump(this.events, this.subscribers, delivery, this.catchUp, log, () => this.started !== undefined);
   }
