@@ -168,13 +168,22 @@ select "users"."id", "users"."post_count", "suspensions"."user_id" as "suspended
 
 -- adjustCounts
 update "users"
-  set "follower_count" = "follower_count" + case when "id" = $1 then -1 else 0 end, "following_count" = "following_count" + case when "id" = $2 then -1 else 0 end
-  where "id" in ($3, $4);
+  set "follower_count" = "follower_count" + $1, "following_count" = "following_count" + $2
+  where "id" = $3
+  returning "id", "follower_count", "following_count";
+update "users"
+  set "follower_count" = "follower_count" + $1, "following_count" = "following_count" + $2
+  where "id" = $3
+  returning "id", "follower_count", "following_count";
 
 -- countFollow
 update "users"
-  set "follower_count" = "follower_count" + case when "id" = $1 then 1 else 0 end, "following_count" = "following_count" + case when "id" = $2 then 1 else 0 end
-  where "id" in ($3, $4)
+  set "follower_count" = "follower_count" + $1, "following_count" = "following_count" + $2
+  where "id" = $3
+  returning "id", "follower_count", "following_count";
+update "users"
+  set "follower_count" = "follower_count" + $1, "following_count" = "following_count" + $2
+  where "id" = $3
   returning "id", "follower_count", "following_count";
 
 -- queueBackfill

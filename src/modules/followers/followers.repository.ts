@@ -130,7 +130,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
      * (see suspensions.service.ts), so that side's counter stays.
      */
     async adjustCounts(followeeId: number, followerId: number, delta: 1 | -1, suspended: ReadonlySet<number> = new Set()): Promise<void> {
-      await moveCounts(db, followeeId, followerId, delta, suspended).execute();
+      await moveCounts(db, followeeId, followerId, delta, suspended);
     },
 
     /**
@@ -139,7 +139,7 @@ export function createFollowersRepository(db: Kysely<Database>) {
      * may have moved them since it read the row.
      */
     async countFollow(followeeId: number, followerId: number, suspended: ReadonlySet<number>): Promise<{ follower_count: number; following_count: number } | undefined> {
-      const rows = await moveCounts(db, followeeId, followerId, 1, suspended).returning(['id', 'follower_count', 'following_count']).execute();
+      const rows = await moveCounts(db, followeeId, followerId, 1, suspended);
       return rows.find((row) => Number(row.id) === followerId);
     },
 
@@ -180,19 +180,29 @@ export function createFollowersRepository(db: Kysely<Database>) {
 }
 
 /**
- * The one statement that moves both counters of a relation by `delta`; a suspended side's counterpart stays (see
- * adjustCounts). Both rows are updated (by 0 where nothing moves): countFollow reads the follower's back.
+ * Moves both counters of a relation by `delta`, a statement per row in ascending id order; a suspended side's
+ * counterpart stays (see adjustCounts). Both rows are updated (by 0 where nothing moves): countFollow reads the
+ * follower's back. The order is what keeps concurrent follows of the same two users (A→B beside B→A) from
+ * deadlocking on PostgreSQL: they hold the rows only in key-share mode until here (see follow), and one UPDATE of
+ * both rows locked them in the order its plan met them (a sequential or bitmap scan: the heap's order, which
+ * changes as rows are rewritten), which the CI run of b896880 caught as a deadlock.
  */
-function moveCounts(db: Kysely<Database>, followeeId: number, followerId: number, delta: 1 | -1, suspended: ReadonlySet<number>) {
-  const followers = suspended.has(followerId) ? 0 : delta; // the followee's follower_count
-  const following = suspended.has(followeeId) ? 0 : delta; // the follower's following_count
-  return db
-    .updateTable('users')
-    .set((eb) => ({
-      follower_count: eb('follower_count', '+', eb.case().when('id', '=', followeeId).then(followers).else(0).end()),
-      following_count: eb('following_count', '+', eb.case().when('id', '=', followerId).then(following).else(0).end()),
-    }))
-    .where('id', 'in', [followeeId, followerId]);
+async function moveCounts(db: Kysely<Database>, followeeId: number, followerId: number, delta: 1 | -1, suspended: ReadonlySet<number>) {
+  const moves = [
+    { id: followeeId, followers: suspended.has(followerId) ? 0 : delta, following: 0 }, // the followee's follower_count
+    { id: followerId, followers: 0, following: suspended.has(followeeId) ? 0 : delta }, // the follower's following_count
+  ].sort((a, b) => a.id - b.id);
+  const rows: Array<{ id: number; follower_count: number; following_count: number }> = [];
+  for (const move of moves) {
+    const row = await db
+      .updateTable('users')
+      .set((eb) => ({ follower_count: eb('follower_count', '+', move.followers), following_count: eb('following_count', '+', move.following) }))
+      .where('id', '=', move.id)
+      .returning(['id', 'follower_count', 'following_count'])
+      .executeTakeFirst();
+    if (row) rows.push(row);
+  }
+  return rows;
 }
 
 /** What a follow reads of its two users under their locks (followFacts). */

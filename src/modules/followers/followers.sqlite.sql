@@ -168,13 +168,22 @@ select "users"."id", "users"."post_count", "suspensions"."user_id" as "suspended
 
 -- adjustCounts
 update "users"
-  set "follower_count" = "follower_count" + case when "id" = ? then -1 else 0 end, "following_count" = "following_count" + case when "id" = ? then -1 else 0 end
-  where "id" in (?, ?);
+  set "follower_count" = "follower_count" + ?, "following_count" = "following_count" + ?
+  where "id" = ?
+  returning "id", "follower_count", "following_count";
+update "users"
+  set "follower_count" = "follower_count" + ?, "following_count" = "following_count" + ?
+  where "id" = ?
+  returning "id", "follower_count", "following_count";
 
 -- countFollow
 update "users"
-  set "follower_count" = "follower_count" + case when "id" = ? then 1 else 0 end, "following_count" = "following_count" + case when "id" = ? then 1 else 0 end
-  where "id" in (?, ?)
+  set "follower_count" = "follower_count" + ?, "following_count" = "following_count" + ?
+  where "id" = ?
+  returning "id", "follower_count", "following_count";
+update "users"
+  set "follower_count" = "follower_count" + ?, "following_count" = "following_count" + ?
+  where "id" = ?
   returning "id", "follower_count", "following_count";
 
 -- queueBackfill
