@@ -81,7 +81,7 @@ export interface SearchWindow {
   below?: number;
   atLeast?: number;
   ids?: readonly number[];
-  /** PostgreSQL: the window is the `size` newest posts below `below`. */
+  /** PostgreSQL: the window is the `size` newest posts below `below` (`atLeast` is the oldest of them). */
   size?: number;
   /**
    * The query is narrowed to one owner's posts (GET /users/{id}/posts?q=): their posts, over the `(owner_id, id)`
@@ -104,7 +104,7 @@ export interface SearchWindow {
  * (then sorts) and the primary key walked backwards with the match as a filter, by its estimate of how common the
  * words are; for a word outside its statistics it assumes 0.5% of rows, and walks a large table even for a word
  * that few posts hold. `searchPage` decides instead, by what it finds: a window of the newest posts below the
- * cursor first (`size`: bounded work, enough for a common word), then the index for the rest (`ids`: the
+ * cursor first (`atLeast`: bounded work, enough for a common word), then the index for the rest (`ids`: the
  * matches the index lists, a batch at a time), where a word that missed the window is rare.
  */
 export function matchingPosts<O>(
@@ -129,10 +129,11 @@ export function matchingPosts<O>(
       let window = db.selectFrom('posts').select('posts.id as window_id').orderBy('posts.id', 'desc').limit(sql.lit(size));
       if (below !== undefined) window = window.where('posts.id', '<', below);
       if (ownerId !== undefined) window = window.where('posts.owner_id', '=', ownerId);
-      const walked = query
+      let walked = query
         .innerJoin(window.as('window'), 'window.window_id', 'posts.id')
         .innerJoin('post_search', 'post_search.post_id', 'posts.id')
         .where((eb) => eb(eb.parens(tsquery), 'is', sql.lit(true)));
+      if (atLeast !== undefined) walked = walked.where('posts.id', '>=', atLeast);
       // In the window's order (the same order), so the walk stops at the page's end instead of sorting the window.
       return walked.orderBy('window.window_id', 'desc').limit(limit);
     }
@@ -179,7 +180,7 @@ export const SEARCH_WINDOW_MAX = 32_768;
  * Reads one search page of `limit + 1` rows after `after` through `read` (a query made by `matchingPosts`). On
  * SQLite, see `sqliteSearchPage`. On PostgreSQL, the newest `SEARCH_WINDOW` posts below the cursor first; when they hold some
  * matches but not a page, as many more as that density says the page needs (twice that, at most
- * `SEARCH_WINDOW_MAX`); then, if the page is still not full, the index's matches below the last window that showed one (see
+ * `SEARCH_WINDOW_MAX`); then, if the page is still not full, the index's matches below the windows (see
  * `matchingPosts`), which are then few: a word none of the first window's posts holds is in fewer than one post
  * in 128. The same rows either way; the work is bounded by the windows for a common word, and by the number of
  * matches for a rare one.
@@ -203,22 +204,21 @@ export async function searchPage<Row extends { id: number }>(
   let common: boolean | undefined;
   const walkOwnerOn = async () => ownerId !== undefined && (common ??= (await commonShare(db, terms)) >= COMMON_SHARE);
   for (let round = 0; round < 2 || (await walkOwnerOn()); round++) {
-    const found = await read({ below, size, ownerId });
-    rows.push(...found);
-    if (rows.length > limit) return rows.slice(0, limit + 1);
-    // Nothing shown in the window: a rare query, whose index lists the rest below `below` (the window's posts
-    // among them, none of which is shown, so none comes twice). Else the next window starts below this one, whose
-    // oldest id is read only now: a page the first window fills (a common word) costs one statement.
-    if (found.length === 0 && !(await walkOwnerOn())) break;
     let edge = db.selectFrom('posts').select('posts.id').orderBy('posts.id', 'desc').offset(size - 1).limit(1);
     if (below !== undefined) edge = edge.where('posts.id', '<', below);
     // One owner's search walks that owner's posts (the owner index).
     if (ownerId !== undefined) edge = edge.where('posts.owner_id', '=', ownerId);
     const atLeast = (await edge.executeTakeFirst())?.id;
-    // The window held every post below `below`: nothing older is left.
-    if (atLeast === undefined) return rows.slice(0, limit + 1);
+    const found = await read({ below, atLeast, size, ownerId });
+    rows.push(...found);
+    if (rows.length > limit || atLeast === undefined) return rows.slice(0, limit + 1);
     below = atLeast;
-    size = found.length === 0 ? max : nextWindow(size, found.length, limit + 1 - rows.length, max);
+    if (found.length === 0) {
+      if (!(await walkOwnerOn())) break;
+      size = max;
+      continue;
+    }
+    size = nextWindow(size, found.length, limit + 1 - rows.length, max);
   }
   // The windows found no page. A word they missed is rare, unless it is common in older posts only: then listing
   // the index's matches would read all of them (hundreds of thousands, seconds) to keep a page. PostgreSQL's own

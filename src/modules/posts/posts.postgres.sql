@@ -290,6 +290,11 @@ update "users"
   where "id" = $2;
 
 -- search, member
+select "posts"."id"
+  from "posts"
+  order by "posts"."id" desc
+  limit $1
+  offset $2;
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join (select "posts"."id" as "window_id"
@@ -322,13 +327,14 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   and (post_search.words @@ $6::tsquery) is true
   order by "window"."window_id" desc
   limit 21;
-select "posts"."id"
-  from "posts"
-  order by "posts"."id" desc
-  limit $1
-  offset $2;
 
 -- search, one owner, anonymous
+select "posts"."id"
+  from "posts"
+  where "posts"."owner_id" = $1
+  order by "posts"."id" desc
+  limit $2
+  offset $3;
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join (select "posts"."id" as "window_id"
@@ -345,9 +351,3 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   and (post_search.words @@ $3::tsquery) is true
   order by "window"."window_id" desc
   limit 21;
-select "posts"."id"
-  from "posts"
-  where "posts"."owner_id" = $1
-  order by "posts"."id" desc
-  limit $2
-  offset $3;

@@ -13,6 +13,11 @@ insert into post_search (post_id, words)
   set words = excluded.words;
 
 -- posts: a phrase, a prefix and an exclusion, member
+select "posts"."id"
+  from "posts"
+  order by "posts"."id" desc
+  limit $1
+  offset $2;
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join (select "posts"."id" as "window_id"
@@ -45,13 +50,14 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   and (post_search.words @@ $6::tsquery) is true
   order by "window"."window_id" desc
   limit 21;
-select "posts"."id"
-  from "posts"
-  order by "posts"."id" desc
-  limit $1
-  offset $2;
 
 -- posts: a page after a cursor, anonymous
+select "posts"."id"
+  from "posts"
+  where "posts"."id" < $1
+  order by "posts"."id" desc
+  limit $2
+  offset $3;
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join (select "posts"."id" as "window_id"
@@ -67,12 +73,6 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   and (post_search.words @@ $2::tsquery) is true
   order by "window"."window_id" desc
   limit 21;
-select "posts"."id"
-  from "posts"
-  where "posts"."id" < $1
-  order by "posts"."id" desc
-  limit $2
-  offset $3;
 
 -- users: searchByName, anonymous
 select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."public_post_count" as "post_count"
