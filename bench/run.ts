@@ -44,8 +44,9 @@ const HELP = `Usage: npm run bench -- [options]
   --out DIR                   results directory (default bench/results; bench/.work/results with --quick)
   --keep                      keep the seeded databases
   --no-build                  skip npm run build
-  --reuse-seed                SQLite: keep the seeded database in bench/.work/seed-cache and start from a copy of
-                              it next time (same sizes, seed, migrations and seeder); for iterating on the service
+  --reuse-seed                keep the seeded database (SQLite: in bench/.work/seed-cache; PostgreSQL: as the
+                              template database corkboard_seed_<key>) and start from a copy of it next time (same
+                              sizes, seed, migrations and seeder); for iterating on the service
   --seed N                    data generator seed (default 42)
   --instructions              count instructions per request with valgrind's callgrind instead of timing load:
                               steady to ~0.2% on a noisy machine, user space only (see bench/README.md)
@@ -275,7 +276,7 @@ async function main(): Promise<void> {
         );
         cleanups.push(async () => fs.rmSync(work, { recursive: true, force: true }));
       }
-      seeded = await seedPostgres(dbUrl(name), data, log);
+      seeded = args['reuse-seed'] ? await reusablePostgresSeed(name, data) : await seedPostgres(dbUrl(name), data, log);
       await pgAdmin((c) => c.query(`CREATE DATABASE ${name}_baseline TEMPLATE ${name}`));
       corkboardUrl = dbUrl(name);
       baselineEnv = { DATABASE_URL: dbUrl(`${name}_baseline`) };
@@ -744,12 +745,45 @@ function writeResults(kind: string | undefined, json: unknown, md: string): void
  * A pristine seeded SQLite database, kept by what determines its content (data options, migrations, seeder), and
  * copied into place; seeded (and kept) on first use. Its tokens are kept beside it, valid for seven days.
  */
-async function reusableSeed(file: string, data: ReturnType<typeof generateDataset>): Promise<SeedResult> {
+/** What a kept seed depends on: the sizes and seed, the seeder and the migrations. */
+function seedKey(data: ReturnType<typeof generateDataset>): string {
   const hash = createHash('sha256').update(JSON.stringify(data.options));
   const sources = ['bench/lib/seed.ts', 'bench/lib/dataset.ts', ...fs.readdirSync('src/db/migrations').map((f) => `src/db/migrations/${f}`)];
   for (const source of sources.sort()) hash.update(fs.readFileSync(source));
+  return hash.digest('hex').slice(0, 16);
+}
+
+/**
+ * PostgreSQL's `--reuse-seed`: the seeded database is kept as a template (`corkboard_seed_<key>`, with its seeding
+ * result as the database's comment) and each run's database is copied from it (`CREATE DATABASE … TEMPLATE`).
+ * Templates older than six days are dropped and seeded again.
+ */
+async function reusablePostgresSeed(name: string, data: ReturnType<typeof generateDataset>): Promise<SeedResult> {
+  const template = `corkboard_seed_${seedKey(data)}`;
+  const comment = await pgAdmin(async (c) =>
+    (await c.query<{ comment: string | null }>('SELECT shobj_description(oid, \'pg_database\') AS comment FROM pg_database WHERE datname = $1', [template])).rows[0],
+  );
+  const kept = comment?.comment ? (JSON.parse(comment.comment) as SeedResult & { seededAt: string }) : undefined;
+  if (kept && Date.now() - Date.parse(kept.seededAt) < 6 * 24 * 3600 * 1000) {
+    log(`reusing the database seeded at ${kept.seededAt} (${template})`);
+    await pgAdmin(async (c) => {
+      await c.query(`DROP DATABASE IF EXISTS ${name}`);
+      await c.query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
+    });
+    return kept;
+  }
+  const result = await seedPostgres(dbUrl(name), data, log);
+  await pgAdmin(async (c) => {
+    await c.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`);
+    await c.query(`CREATE DATABASE ${template} TEMPLATE ${name}`);
+    await c.query(`COMMENT ON DATABASE ${template} IS ${pg.escapeLiteral(JSON.stringify({ ...result, seededAt: new Date().toISOString() }))}`);
+  });
+  return result;
+}
+
+async function reusableSeed(file: string, data: ReturnType<typeof generateDataset>): Promise<SeedResult> {
   const cacheDir = path.join(root, 'bench/.work/seed-cache');
-  const cached = path.join(cacheDir, `sqlite-${hash.digest('hex').slice(0, 16)}.db`);
+  const cached = path.join(cacheDir, `sqlite-${seedKey(data)}.db`);
   const sidecar = `${cached}.json`;
   if (fs.existsSync(cached) && fs.existsSync(sidecar)) {
     const result = JSON.parse(fs.readFileSync(sidecar, 'utf8')) as SeedResult & { seededAt: string };
