@@ -47,6 +47,16 @@ export function tsqueryText(terms: readonly SearchTerm[]): string {
   return terms.map((term) => `${term.exclude ? '!' : ''}${phrase(term)}`).join(' & ');
 }
 
+/**
+ * PostgreSQL: the posts' entries matching `terms`, the query given as a sub-select. Every search statement is prepared,
+ * and PostgreSQL plans a prepared statement for its values (a custom plan, ~0.5 ms for the window's, more than the
+ * window's execution) until a plan for any values (the generic plan) costs no more in its estimate; with the query's
+ * value in view, a common word's estimate stayed lower and every run was planned anew. Behind a sub-select the value
+ * is unknown to the estimate of every plan, so the generic plan is taken after the fifth run; the GIN index still
+ * uses it as its condition.
+ */
+const tsqueryMatch = (terms: readonly SearchTerm[]) => sql<SqlBool>`post_search.words @@ (select ${tsqueryText(terms)}::tsquery)`;
+
 /** A tsvector in its text form, each word with its positions (1-based, in order): `'a':1,3 'b':2`. */
 export function tsvectorText(words: readonly string[]): string {
   const positions = new Map<string, number[]>();
@@ -81,6 +91,11 @@ export interface SearchWindow {
   below?: number;
   atLeast?: number;
   ids?: readonly number[];
+  /**
+   * PostgreSQL: the posts among the index's first `listed` matches below `below`, listed inside the same statement
+   * (see `listedMatchesQuery`).
+   */
+  listed?: number;
   /** PostgreSQL: the window is the `size` newest posts below `below` (`atLeast` is the oldest of them). */
   size?: number;
   /**
@@ -111,13 +126,21 @@ export function matchingPosts<O>(
   db: Kysely<Database>,
   query: SelectQueryBuilder<Database, 'posts', O>,
   terms: readonly SearchTerm[],
-  { below, atLeast, ids, size, ownerId }: SearchWindow,
+  { below, atLeast, ids, listed, size, ownerId }: SearchWindow,
   limit: Expression<number>,
 ) {
   if (isPostgres(db)) {
-    const tsquery = sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`;
+    const tsquery = tsqueryMatch(terms);
     // Statements are prepared, and after a few runs PostgreSQL may plan them once for any parameters (a generic
     // plan), blind to the words and the bounds: each shape below has one good plan whatever they are.
+    // The index's first `listed` matches below `below` (an array built once, before the posts are read) and the
+    // posts among them the rest of the query keeps, by primary key: the two steps of `ids` below in one statement.
+    const fromIndex = () =>
+      query
+        .where(sql<SqlBool>`posts.id = any(array(${listedMatchesQuery(db, terms, below, listed!, ownerId)}))`)
+        .orderBy('posts.id', 'desc')
+        .limit(limit);
+    if (listed !== undefined && size === undefined) return fromIndex();
     if (ids) {
       // Matches the index listed (`searchPage`): the posts among them the rest of the query keeps, by primary key.
       return query.where(sql<SqlBool>`posts.id = any(${[...ids]}::bigint[])`).orderBy('posts.id', 'desc').limit(limit);
@@ -135,7 +158,26 @@ export function matchingPosts<O>(
         .where((eb) => eb(eb.parens(tsquery), 'is', sql.lit(true)));
       if (atLeast !== undefined) walked = walked.where('posts.id', '>=', atLeast);
       // In the window's order (the same order), so the walk stops at the page's end instead of sorting the window.
-      return walked.orderBy('window.window_id', 'desc').limit(limit);
+      const windowed = walked.orderBy('window.window_id', 'desc').limit(limit);
+      if (listed === undefined) return windowed;
+      // The window, and only when it shows nothing, the index's first batch (`fromIndex`), as one statement: the
+      // second branch's condition does not depend on its rows, so PostgreSQL tests it once, first, and runs none of
+      // the branch (its list of matches included) when the window showed a post. `from_index` says which branch
+      // answered (`searchPage` takes it off the rows); the rows of both are the query's columns.
+      const union = db
+        .with('windowed', () => windowed as never)
+        .selectFrom('windowed')
+        .selectAll()
+        .select(sql<boolean>`false`.as('from_index'))
+        .unionAll(
+          db
+            .selectFrom(fromIndex().as('listed_page') as never)
+            .selectAll()
+            .select(sql<boolean>`true`.as('from_index'))
+            .where(sql<SqlBool>`not exists (select from windowed)`) as never,
+        )
+        .orderBy(sql`id`, 'desc');
+      return union as unknown as typeof windowed;
     }
     // One query over the whole index (tests compare the windows with it).
     let matching = query.innerJoin('post_search', 'post_search.post_id', 'posts.id').where(tsquery);
@@ -170,20 +212,20 @@ export function matchingPosts<O>(
 }
 
 /**
- * PostgreSQL: how many of the newest posts below the cursor a page looks at along the id order first, and at most
- * after that when the first window found some matches but not a page.
+ * PostgreSQL: how many of the newest posts below the cursor a page looks at along the id order first when the
+ * statistics do not call the query common (a common one's first window is sized by its share), and at most after
+ * that when a window found some matches but not a page. The first window's job is then to catch a word common among
+ * the newest posts that the statistics (as of the last ANALYZE) do not know yet: a word in one post in ten there is
+ * missed by 32 posts 3% of the time, and then listing it from the index reads its matches (bench/README.md).
  */
-export const SEARCH_WINDOW = 128;
+export const SEARCH_WINDOW = 32;
 export const SEARCH_WINDOW_MAX = 32_768;
 
 /**
  * Reads one search page of `limit + 1` rows after `after` through `read` (a query made by `matchingPosts`). On
- * SQLite, see `sqliteSearchPage`. On PostgreSQL, the newest `SEARCH_WINDOW` posts below the cursor first; when they hold some
- * matches but not a page, as many more as that density says the page needs (twice that, at most
- * `SEARCH_WINDOW_MAX`); then, if the page is still not full, the index's matches below the windows (see
- * `matchingPosts`), which are then few: a word none of the first window's posts holds is in fewer than one post
- * in 128. The same rows either way; the work is bounded by the windows for a common word, and by the number of
- * matches for a rare one.
+ * SQLite, see `sqliteSearchPage`. On PostgreSQL, a window of the newest posts below the cursor first, walked in id
+ * order with the match as a filter (bounded work, enough for a common word), then the index's matches for the rest
+ * (see `matchingPosts`), which are then few. The same rows either way.
  */
 export async function searchPage<Row extends { id: number }>(
   db: Kysely<Database>,
@@ -195,44 +237,138 @@ export async function searchPage<Row extends { id: number }>(
 ): Promise<Row[]> {
   const { ownerId } = options;
   if (!isPostgres(db)) return sqliteSearchPage(after, limit, read, { ownerId, first: options.first ?? SQLITE_WINDOW, max: options.max ?? SQLITE_WINDOW_MAX });
-  const { first = SEARCH_WINDOW, max = SEARCH_WINDOW_MAX, batch: batchSize = INDEX_BATCH } = options;
+  const windows = { first: options.first ?? SEARCH_WINDOW, max: options.max ?? SEARCH_WINDOW_MAX, batch: options.batch ?? INDEX_BATCH };
+  return ownerId === undefined
+    ? postgresSearchPage(db, terms, after, limit, read, windows)
+    : ownerSearchPage(db, terms, after, limit, read, { ...windows, ownerId });
+}
+
+interface Windows {
+  first: number;
+  max: number;
+  batch: number;
+}
+
+/**
+ * PostgreSQL, every owner's posts. PostgreSQL's statistics say how common the query is (`commonShare`, kept a
+ * minute): a common query's first window is sized to hold a page at that density, so its page is one statement
+ * most of the time; anything else gets a first window of `first` posts. A window is one statement that walks the
+ * newest posts below `below` and stops at the page's end; when it does not fill the page, the next starts below
+ * the oldest match it found (not at its last post, which the statement does not answer: at most one window's posts
+ * without a match are looked at twice), as large as the density found says the page needs (twice that, at most
+ * `max`).
+ *
+ * After the windows, a query they missed is rare (in fewer than one post in `first`), unless it is common in older
+ * posts only: listing the index's matches of that one would read all of them (hundreds of thousands, seconds) to
+ * keep a page, so a query the statistics call common is walked along the primary key instead (`walkedMatches`).
+ * A rare query's first window comes with the index's first batch of matches in one statement (`listed` with
+ * `size`: the batch's posts when the window shows none), so its page is one statement when that fills it; only a
+ * page left short lists the batch again to learn whether more matches follow.
+ */
+async function postgresSearchPage<Row extends { id: number }>(
+  db: Kysely<Database>,
+  terms: readonly SearchTerm[],
+  after: number | undefined,
+  limit: number,
+  read: (window: SearchWindow) => Promise<Row[]>,
+  { first, max, batch }: Windows,
+): Promise<Row[]> {
   const rows: Row[] = [];
   let below = after;
-  let size = first;
-  // One owner's posts are walked on, window after window to their end, when the query is common: listing the
-  // index below would read the matches of every owner to keep that owner's.
-  let common: boolean | undefined;
-  const walkOwnerOn = async () => ownerId !== undefined && (common ??= (await commonShare(db, terms)) >= COMMON_SHARE);
-  for (let round = 0; round < 2 || (await walkOwnerOn()); round++) {
-    let edge = db.selectFrom('posts').select('posts.id').orderBy('posts.id', 'desc').offset(size - 1).limit(1);
-    if (below !== undefined) edge = edge.where('posts.id', '<', below);
-    // One owner's search walks that owner's posts (the owner index).
-    if (ownerId !== undefined) edge = edge.where('posts.owner_id', '=', ownerId);
-    const atLeast = (await edge.executeTakeFirst())?.id;
-    const found = await read({ below, atLeast, size, ownerId });
-    rows.push(...found);
-    if (rows.length > limit || atLeast === undefined) return rows.slice(0, limit + 1);
-    below = atLeast;
-    if (found.length === 0) {
-      if (!(await walkOwnerOn())) break;
-      size = max;
-      continue;
+  const share = await commonShare(db, terms);
+  const common = share >= COMMON_SHARE;
+  let size = common ? Math.max(first, nextWindow(1, share, limit + 1, max)) : first;
+  // Whether the index's first batch below `below` has been read (a rare query's first statement).
+  let batchRead = false;
+  for (let round = 0; round < 2; round++) {
+    const withBatch = !common && round === 0;
+    const found = await read({ below, size, listed: withBatch ? batch : undefined });
+    const fromIndex = found.length > 0 && (found[0] as { from_index?: boolean }).from_index === true;
+    for (const row of found) {
+      if (withBatch) delete (row as { from_index?: boolean }).from_index;
+      rows.push(row);
     }
+    if (rows.length > limit) return rows.slice(0, limit + 1);
+    if (found.length === 0 || fromIndex) {
+      batchRead = withBatch;
+      break;
+    }
+    below = found[found.length - 1]!.id;
     size = nextWindow(size, found.length, limit + 1 - rows.length, max);
   }
-  // The windows found no page. A word they missed is rare, unless it is common in older posts only: then listing
-  // the index's matches would read all of them (hundreds of thousands, seconds) to keep a page. PostgreSQL's own
-  // statistics tell the two apart (`commonShare`): a query common enough is walked along the primary key instead.
-  const walk = ownerId === undefined && (common ??= (await commonShare(db, terms)) >= COMMON_SHARE);
-  const step = walk ? WALK_BATCH : batchSize;
+  if (!common) {
+    if (!batchRead) {
+      rows.push(...(await read({ below, listed: batch })));
+      if (rows.length > limit) return rows.slice(0, limit + 1);
+    }
+    // Short of a page: whether the batch held every match below is known by listing it.
+    const ids = (await listedMatches(db, terms, below, batch, undefined)).map((r) => Number(r.post_id));
+    if (ids.length < batch) return rows;
+    below = ids[ids.length - 1];
+  }
+  return readMatches(db, terms, rows, below, limit, read, { walk: common, batch });
+}
+
+/**
+ * The page's remaining rows from the index's matches below `below`, a batch at a time, each batch's posts read by
+ * their keys: listed from the index (`listedMatches`, for a rare query) or found by walking the primary key
+ * (`walkedMatches`, a common one).
+ */
+async function readMatches<Row extends { id: number }>(
+  db: Kysely<Database>,
+  terms: readonly SearchTerm[],
+  rows: Row[],
+  below: number | undefined,
+  limit: number,
+  read: (window: SearchWindow) => Promise<Row[]>,
+  { walk, batch, ownerId }: { walk: boolean; batch: number; ownerId?: number },
+): Promise<Row[]> {
+  const step = walk ? WALK_BATCH : batch;
   for (;;) {
-    const ids = (await (walk ? walkedMatches(db, terms, below) : listedMatches(db, terms, below, batchSize, ownerId))).map((r) => Number(r.post_id));
+    const ids = (await (walk ? walkedMatches(db, terms, below) : listedMatches(db, terms, below, batch, ownerId))).map((r) => Number(r.post_id));
     if (ids.length === 0) break;
     rows.push(...(await read({ ids, ownerId })));
     if (rows.length > limit || ids.length < step) break;
     below = ids[ids.length - 1];
   }
   return rows.slice(0, limit + 1);
+}
+
+/**
+ * PostgreSQL, one owner's posts (GET /users/{id}/posts?q=): windows of that owner's newest posts below the cursor
+ * (the owner index), each bounded by its oldest id read first (`atLeast`); then the index's matches of that owner.
+ * A common query is walked on, window after window to the owner's first post: listing the index would read the
+ * matches of every owner to keep that owner's.
+ */
+async function ownerSearchPage<Row extends { id: number }>(
+  db: Kysely<Database>,
+  terms: readonly SearchTerm[],
+  after: number | undefined,
+  limit: number,
+  read: (window: SearchWindow) => Promise<Row[]>,
+  { first, max, batch, ownerId }: Windows & { ownerId: number },
+): Promise<Row[]> {
+  const rows: Row[] = [];
+  let below = after;
+  let size = first;
+  let common: boolean | undefined;
+  const walkOn = async () => (common ??= (await commonShare(db, terms)) >= COMMON_SHARE);
+  for (let round = 0; round < 2 || (await walkOn()); round++) {
+    let edge = db.selectFrom('posts').select('posts.id').where('posts.owner_id', '=', ownerId).orderBy('posts.id', 'desc').offset(size - 1).limit(1);
+    if (below !== undefined) edge = edge.where('posts.id', '<', below);
+    const atLeast = (await edge.executeTakeFirst())?.id;
+    const found = await read({ below, atLeast, size, ownerId });
+    rows.push(...found);
+    if (rows.length > limit || atLeast === undefined) return rows.slice(0, limit + 1);
+    below = atLeast;
+    if (found.length === 0) {
+      if (!(await walkOn())) break;
+      size = max;
+      continue;
+    }
+    size = nextWindow(size, found.length, limit + 1 - rows.length, max);
+  }
+  return readMatches(db, terms, rows, below, limit, read, { walk: false, batch, ownerId });
 }
 
 /**
@@ -289,23 +425,28 @@ const INDEX_BATCH = 500;
 
 /**
  * The index's matches below `below`, newest first, a batch at a time. Written so that a generic plan (the statement
- * is prepared; PostgreSQL may plan it once for any words) is the GIN index's bitmap: `+ 0` keeps the bound out of the
- * index conditions (ANDed with a range of the primary key it read every row below the bound).
+ * is prepared; PostgreSQL may plan it once for any words) is the GIN index's bitmap and a sort of its matches, never
+ * a walk of the primary key testing every entry (for a rare word, the whole table): `+ 0` keeps the bound out of the
+ * index conditions (ANDed with a range of the primary key it read every row below the bound), and the order is by
+ * `post_id + 0`, which no index gives, so there is no walk that would stop early to choose.
  */
-function listedMatches(db: Kysely<Database>, terms: readonly SearchTerm[], below: number | undefined, batchSize: number, ownerId: number | undefined) {
+function listedMatchesQuery(db: Kysely<Database>, terms: readonly SearchTerm[], below: number | undefined, batchSize: number, ownerId: number | undefined) {
   let batch = db
     .selectFrom('post_search')
     .select('post_search.post_id')
-    .where(sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`)
-    .orderBy('post_search.post_id', 'desc')
+    .where(tsqueryMatch(terms))
+    .orderBy(sql`post_search.post_id + 0`, 'desc')
     .limit(sql.lit(batchSize));
   if (below !== undefined) batch = batch.where(sql<SqlBool>`post_search.post_id + 0 < ${below}`);
   // One owner's matches only, so that a batch is not spent on other owners' posts (each matched post by its key).
   if (ownerId !== undefined) {
     batch = batch.innerJoin('posts', 'posts.id', 'post_search.post_id').where(sql<SqlBool>`posts.owner_id + 0 = ${ownerId}`);
   }
-  return batch.execute();
+  return batch;
 }
+
+const listedMatches = (db: Kysely<Database>, terms: readonly SearchTerm[], below: number | undefined, batchSize: number, ownerId: number | undefined) =>
+  listedMatchesQuery(db, terms, below, batchSize, ownerId).execute();
 
 /**
  * The matches below `below`, newest first, found by walking the primary key backwards and testing each entry: for a
@@ -316,7 +457,7 @@ function walkedMatches(db: Kysely<Database>, terms: readonly SearchTerm[], below
   let walk = db
     .selectFrom('post_search')
     .select('post_search.post_id')
-    .where((eb) => eb(eb.parens(sql<SqlBool>`post_search.words @@ ${tsqueryText(terms)}::tsquery`), 'is', sql.lit(true)))
+    .where((eb) => eb(eb.parens(tsqueryMatch(terms)), 'is', sql.lit(true)))
     .orderBy('post_search.post_id', 'desc')
     .limit(sql.lit(WALK_BATCH));
   if (below !== undefined) walk = walk.where('post_search.post_id', '<', below);

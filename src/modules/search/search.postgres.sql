@@ -13,17 +13,12 @@ insert into post_search (post_id, words)
   set words = excluded.words;
 
 -- posts: a phrase, a prefix and an exclusion, member
-select "posts"."id"
-  from "posts"
-  order by "posts"."id" desc
-  limit $1
-  offset $2;
-select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+with "windowed" as (select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join (select "posts"."id" as "window_id"
   from "posts"
   order by "posts"."id" desc
-  limit 128) as "window" on "window"."window_id" = "posts"."id"
+  limit 32) as "window" on "window"."window_id" = "posts"."id"
   inner join "post_search" on "post_search"."post_id" = "posts"."id"
   where (("posts"."visibility" = 'public'
   or "posts"."owner_id" = $1
@@ -47,32 +42,192 @@ select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "po
   from "mutes"
   where "mutes"."muter_id" = $5
   and "mutes"."muted_id" = "posts"."owner_id"))) is true
-  and (post_search.words @@ $6::tsquery) is true
+  and (post_search.words @@ (select $6::tsquery)) is true
   order by "window"."window_id" desc
-  limit 21;
-
--- posts: a page after a cursor, anonymous
-select "posts"."id"
+  limit 21) select *, false as "from_index"
+  from "windowed"
+  union all select *, true as "from_index"
+  from (select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
-  where "posts"."id" < $1
+  where (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $7
+  or ("posts"."visibility" = 'followers'
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = $8)))
+  and (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = $9
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = $10
+  and "blocks"."blocker_id" = "posts"."owner_id"))
+  and not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = $11
+  and "mutes"."muted_id" = "posts"."owner_id"))) is true
+  and posts.id = any(array((select "post_search"."post_id"
+  from "post_search"
+  where post_search.words @@ (select $12::tsquery)
+  order by post_search.post_id + 0 desc
+  limit 500)))
   order by "posts"."id" desc
-  limit $2
-  offset $3;
+  limit 21) as "listed_page"
+  where not exists (select
+  from windowed)
+  order by id desc;
 select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
   from "posts"
   inner join (select "posts"."id" as "window_id"
   from "posts"
   where "posts"."id" < $1
   order by "posts"."id" desc
-  limit 128) as "window" on "window"."window_id" = "posts"."id"
+  limit 512) as "window" on "window"."window_id" = "posts"."id"
+  inner join "post_search" on "post_search"."post_id" = "posts"."id"
+  where (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $2
+  or ("posts"."visibility" = 'followers'
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = $3)))
+  and (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = $4
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = $5
+  and "blocks"."blocker_id" = "posts"."owner_id"))
+  and not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = $6
+  and "mutes"."muted_id" = "posts"."owner_id"))) is true
+  and (post_search.words @@ (select $7::tsquery)) is true
+  order by "window"."window_id" desc
+  limit 21;
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  where (("posts"."visibility" = 'public'
+  or "posts"."owner_id" = $1
+  or ("posts"."visibility" = 'followers'
+  and exists (select "follows"."follower_id"
+  from "follows"
+  where "follows"."followee_id" = "posts"."owner_id"
+  and "follows"."follower_id" = $2)))
+  and (not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id")
+  and (not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocker_id" = $3
+  and "blocks"."blocked_id" = "posts"."owner_id")
+  and not exists (select "blocks"."id"
+  from "blocks"
+  where "blocks"."blocked_id" = $4
+  and "blocks"."blocker_id" = "posts"."owner_id"))
+  and not exists (select "mutes"."id"
+  from "mutes"
+  where "mutes"."muter_id" = $5
+  and "mutes"."muted_id" = "posts"."owner_id"))) is true
+  and posts.id = any(array((select "post_search"."post_id"
+  from "post_search"
+  where post_search.words @@ (select $6::tsquery)
+  and post_search.post_id + 0 < $7
+  order by post_search.post_id + 0 desc
+  limit 500)))
+  order by "posts"."id" desc
+  limit 21;
+select "post_search"."post_id"
+  from "post_search"
+  where post_search.words @@ (select $1::tsquery)
+  and post_search.post_id + 0 < $2
+  order by post_search.post_id + 0 desc
+  limit 500;
+
+-- posts: a page after a cursor, anonymous
+select unnest(most_common_elems::text::text[]) as word, unnest(most_common_elem_freqs) as share
+  from pg_stats
+  where schemaname = current_schema()
+  and tablename = 'post_search'
+  and attname = 'words';
+with "windowed" as (select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  inner join (select "posts"."id" as "window_id"
+  from "posts"
+  where "posts"."id" < $1
+  order by "posts"."id" desc
+  limit 32) as "window" on "window"."window_id" = "posts"."id"
   inner join "post_search" on "post_search"."post_id" = "posts"."id"
   where ("posts"."visibility" = 'public'
   and not exists (select "suspensions"."user_id"
   from "suspensions"
   where "suspensions"."user_id" = "posts"."owner_id"))
-  and (post_search.words @@ $2::tsquery) is true
+  and (post_search.words @@ (select $2::tsquery)) is true
+  order by "window"."window_id" desc
+  limit 21) select *, false as "from_index"
+  from "windowed"
+  union all select *, true as "from_index"
+  from (select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  where ("posts"."visibility" = 'public'
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id"))
+  and posts.id = any(array((select "post_search"."post_id"
+  from "post_search"
+  where post_search.words @@ (select $3::tsquery)
+  and post_search.post_id + 0 < $4
+  order by post_search.post_id + 0 desc
+  limit 500)))
+  order by "posts"."id" desc
+  limit 21) as "listed_page"
+  where not exists (select
+  from windowed)
+  order by id desc;
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  inner join (select "posts"."id" as "window_id"
+  from "posts"
+  where "posts"."id" < $1
+  order by "posts"."id" desc
+  limit 2048) as "window" on "window"."window_id" = "posts"."id"
+  inner join "post_search" on "post_search"."post_id" = "posts"."id"
+  where ("posts"."visibility" = 'public'
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id"))
+  and (post_search.words @@ (select $2::tsquery)) is true
   order by "window"."window_id" desc
   limit 21;
+select "posts"."id", "posts"."owner_id", "posts"."title", "posts"."content", "posts"."visibility", "posts"."reply_count", "posts"."recommend_count", "posts"."created_at", "posts"."updated_at"
+  from "posts"
+  where ("posts"."visibility" = 'public'
+  and not exists (select "suspensions"."user_id"
+  from "suspensions"
+  where "suspensions"."user_id" = "posts"."owner_id"))
+  and posts.id = any(array((select "post_search"."post_id"
+  from "post_search"
+  where post_search.words @@ (select $1::tsquery)
+  and post_search.post_id + 0 < $2
+  order by post_search.post_id + 0 desc
+  limit 500)))
+  order by "posts"."id" desc
+  limit 21;
+select "post_search"."post_id"
+  from "post_search"
+  where post_search.words @@ (select $1::tsquery)
+  and post_search.post_id + 0 < $2
+  order by post_search.post_id + 0 desc
+  limit 500;
 
 -- users: searchByName, anonymous
 select "users"."id", "users"."username", "users"."display_name", "users"."bio", "users"."role", "users"."follower_count", "users"."following_count", "users"."created_at", "users"."updated_at", "users"."public_post_count" as "post_count"

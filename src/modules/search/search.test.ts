@@ -306,6 +306,44 @@ describe('a search page read in windows (PostgreSQL)', () => {
   });
 });
 
+describe('the statements of a PostgreSQL search page', () => {
+  it.runIf(backend === 'postgres')('reads the first page of a common word, and of a rare query, in one statement', async () => {
+    const seen: string[] = [];
+    const app = await buildTestApp({}, { onStatement: ({ sql: text }) => void seen.push(text) });
+    const owner = await signUp(app);
+    // 25 old posts with the rare phrase, then 300 newer ones, every other one with the common word: the first window
+    // (the newest 128) holds none of them, and half its posts match the common word.
+    const rare: number[] = [];
+    for (let i = 0; i < 25; i++) rare.push((await publish(app, owner, `quartz old ${i}`)).id);
+    const common: number[] = [];
+    for (let i = 0; i < 300; i++) {
+      const post = await publish(app, owner, i % 2 ? `coffee ${i}` : `tea ${i}`);
+      if (i % 2) common.push(post.id);
+    }
+    await app.fanout.close(); // the worker's statements are not the page's
+    await sql`analyze post_search`.execute(app.db);
+    expect(await commonShare(app.db, parsePostQuery('coffee').terms)).toBeGreaterThanOrEqual(COMMON_SHARE);
+    // A phrase's share is not in the statistics: it is read as rare (so is a word they do not list).
+    expect(await commonShare(app.db, parsePostQuery('"quartz old"').terms)).toBe(0);
+    const page = async (q: string) => {
+      seen.length = 0;
+      const res = await call(app, 'GET', `/posts?q=${q}`);
+      expect(res.statusCode).toBe(200);
+      return { ids: ids(res), statements: seen.filter((text) => /\bpost_search\b/.test(text)).length, all: seen.length };
+    };
+    // The share was read above (kept a minute), so these pages send only their own statements.
+    expect(await page('coffee')).toEqual({ ids: common.slice(-20).reverse(), statements: 1, all: 1 });
+    // The window (no match in it) and, since it shows nothing, the index's matches and their posts: one statement.
+    expect(await page(encodeURIComponent('"quartz old"'))).toEqual({ ids: rare.slice(-20).reverse(), statements: 1, all: 1 });
+    // A rare query with a match among the newest posts: the window shows it, and the index is not read in that
+    // statement; the page goes on below it (the second window, then the index's batch).
+    const newest = await publish(app, owner, 'quartz old newest');
+    await app.fanout.close();
+    const mixed = await page(encodeURIComponent('"quartz old"'));
+    expect(mixed.ids).toEqual([newest.id, ...rare.slice(-19).reverse()]);
+  });
+});
+
 const indexEntries = async (app: FastifyInstance) =>
   Number((await sql<{ n: number }>`select count(*) as n from post_search`.execute(app.db)).rows[0]!.n);
 
