@@ -741,10 +741,9 @@ function writeResults(kind: string | undefined, json: unknown, md: string): void
   log(`written ${path.relative(root, base)}.json and .md`);
 }
 
-/**
- * A pristine seeded SQLite database, kept by what determines its content (data options, migrations, seeder), and
- * copied into place; seeded (and kept) on first use. Its tokens are kept beside it, valid for seven days.
- */
+/** A kept seed is used for this long: its tokens are valid for seven days. */
+const SEED_MAX_AGE_MS = 6 * 24 * 3600 * 1000;
+
 /** What a kept seed depends on: the sizes and seed, the seeder and the migrations. */
 function seedKey(data: ReturnType<typeof generateDataset>): string {
   const hash = createHash('sha256').update(JSON.stringify(data.options));
@@ -764,7 +763,7 @@ async function reusablePostgresSeed(name: string, data: ReturnType<typeof genera
     (await c.query<{ comment: string | null }>('SELECT shobj_description(oid, \'pg_database\') AS comment FROM pg_database WHERE datname = $1', [template])).rows[0],
   );
   const kept = comment?.comment ? (JSON.parse(comment.comment) as SeedResult & { seededAt: string }) : undefined;
-  if (kept && Date.now() - Date.parse(kept.seededAt) < 6 * 24 * 3600 * 1000) {
+  if (kept && Date.now() - Date.parse(kept.seededAt) < SEED_MAX_AGE_MS) {
     log(`reusing the database seeded at ${kept.seededAt} (${template})`);
     await pgAdmin(async (c) => {
       await c.query(`DROP DATABASE IF EXISTS ${name}`);
@@ -781,13 +780,17 @@ async function reusablePostgresSeed(name: string, data: ReturnType<typeof genera
   return result;
 }
 
+/**
+ * A pristine seeded SQLite database, kept by what determines its content (data options, migrations, seeder), and
+ * copied into place; seeded (and kept) on first use. Its tokens are kept beside it, valid for seven days.
+ */
 async function reusableSeed(file: string, data: ReturnType<typeof generateDataset>): Promise<SeedResult> {
   const cacheDir = path.join(root, 'bench/.work/seed-cache');
   const cached = path.join(cacheDir, `sqlite-${seedKey(data)}.db`);
   const sidecar = `${cached}.json`;
   if (fs.existsSync(cached) && fs.existsSync(sidecar)) {
     const result = JSON.parse(fs.readFileSync(sidecar, 'utf8')) as SeedResult & { seededAt: string };
-    if (Date.now() - Date.parse(result.seededAt) < 6 * 24 * 3600 * 1000) {
+    if (Date.now() - Date.parse(result.seededAt) < SEED_MAX_AGE_MS) {
       log(`reusing the database seeded at ${result.seededAt} (${path.relative(root, cached)})`);
       fs.copyFileSync(cached, file);
       return result;

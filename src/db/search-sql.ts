@@ -96,7 +96,7 @@ export interface SearchWindow {
    * (see `listedMatchesQuery`).
    */
   listed?: number;
-  /** PostgreSQL: the window is the `size` newest posts below `below` (`atLeast` is the oldest of them). */
+  /** PostgreSQL: the window is the `size` newest posts below `below` (one owner's search: `atLeast` is the oldest of them). */
   size?: number;
   /**
    * The query is narrowed to one owner's posts (GET /users/{id}/posts?q=): their posts, over the `(owner_id, id)`
@@ -118,9 +118,9 @@ export interface SearchWindow {
  * PostgreSQL: a GIN index lists every match of a word (no order, no bound), so the planner chooses between it
  * (then sorts) and the primary key walked backwards with the match as a filter, by its estimate of how common the
  * words are; for a word outside its statistics it assumes 0.5% of rows, and walks a large table even for a word
- * that few posts hold. `searchPage` decides instead, by what it finds: a window of the newest posts below the
- * cursor first (`atLeast`: bounded work, enough for a common word), then the index for the rest (`ids`: the
- * matches the index lists, a batch at a time), where a word that missed the window is rare.
+ * that few posts hold. `searchPage` decides instead, by the statistics and by what it finds: a window of the newest
+ * posts below the cursor first (`size`: bounded work, enough for a common word), then the index for the rest
+ * (`listed`, or `ids`: the matches the index lists, a batch at a time), where a word that missed the window is rare.
  */
 export function matchingPosts<O>(
   db: Kysely<Database>,
