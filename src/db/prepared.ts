@@ -11,8 +11,9 @@ import type { PlainStatement } from './store.js';
  * and kept. Today that is the read of one post and the token's caller beside it, and
  * GET /posts' page without a search (posts.repository.ts), the caller behind a bearer token (tokens.repository.ts),
  * the home-feed page (feed.repository.ts), a mentioning write's judgement and its notifications
- * (notifications.repository.ts), and an Idempotency-Key's lookup and kept answer
- * (plugins/idempotency/idempotency.repository.ts).
+ * (notifications.repository.ts), an Idempotency-Key's lookup and kept answer
+ * (plugins/idempotency/idempotency.repository.ts), and a post search's windows (posts.repository.ts, `searchReader`:
+ * compiled per shape of window by the store's own Kysely, since the search SQL differs by dialect).
  * Everything else stays in the builder. Re-measure with `npm run bench -- --instructions` before adding one, and
  * drop one whose gain falls under the bar.
  *
@@ -61,6 +62,24 @@ export function perViewerKind<V = Viewer, T = unknown>(
     if (statement === undefined) {
       statement = build(template, variant);
       built.set(id, statement);
+    }
+    return statement;
+  };
+}
+
+/**
+ * Statements kept by a key of the caller's making, for a statement with more shapes than kinds of viewer (a search
+ * page's windows: sizes, bounds, page sizes). At most `max` are kept, so that no run of odd requests grows the
+ * process without end; a statement past that is built on every call (correct, only slower), as PostgreSQL's named
+ * statements stop at their own bound (pg-store.ts).
+ */
+export function keptUpTo<T>(max: number): (key: string, build: () => T) => T {
+  const kept = new Map<string, T>();
+  return (key, build) => {
+    let statement = kept.get(key);
+    if (statement === undefined) {
+      statement = build();
+      if (kept.size < max) kept.set(key, statement);
     }
     return statement;
   };

@@ -48,14 +48,21 @@ export function tsqueryText(terms: readonly SearchTerm[]): string {
 }
 
 /**
- * PostgreSQL: the posts' entries matching `terms`, the query given as a sub-select. Every search statement is prepared,
+ * PostgreSQL: the posts' entries matching `match` (a tsquery's text, `searchMatch`), given as a sub-select. Every search statement is prepared,
  * and PostgreSQL plans a prepared statement for its values (a custom plan, ~0.5 ms for the window's, more than the
  * window's execution) until a plan for any values (the generic plan) costs no more in its estimate; with the query's
  * value in view, a common word's estimate stayed lower and every run was planned anew. Behind a sub-select the value
  * is unknown to the estimate of every plan, so the generic plan is taken after the fifth run; the GIN index still
  * uses it as its condition.
  */
-const tsqueryMatch = (terms: readonly SearchTerm[]) => sql<SqlBool>`post_search.words @@ (select ${tsqueryText(terms)}::tsquery)`;
+const tsqueryMatch = (match: string) => sql<SqlBool>`post_search.words @@ (select ${match}::tsquery)`;
+
+/**
+ * The query in the engine's own syntax (an FTS5 MATCH expression, a tsquery's text): the one value a search statement
+ * binds for its words, so that one statement text serves every query of a shape (posts.repository.ts compiles them
+ * once).
+ */
+export const searchMatch = (db: Kysely<Database>, terms: readonly SearchTerm[]): string => (isPostgres(db) ? tsqueryText(terms) : fts5Query(terms));
 
 /** A tsvector in its text form, each word with its positions (1-based, in order): `'a':1,3 'b':2`. */
 export function tsvectorText(words: readonly string[]): string {
@@ -106,8 +113,8 @@ export interface SearchWindow {
 }
 
 /**
- * Narrows a posts query to the posts matching `terms` in `window`, newest first, `limit` rows (the page's
- * `LIMIT`).
+ * Narrows a posts query to the posts matching `match` (the query's text, `searchMatch`) in `window`, newest first,
+ * `limit` rows (the page's `LIMIT`).
  *
  * SQLite: FTS5 drives the page, walking its doclists backwards from the cursor in rowid order and stopping at the
  * page's end, for a rare word as for a common one. The ORDER BY and the bounds must be on FTS5's rowid (not
@@ -125,25 +132,25 @@ export interface SearchWindow {
 export function matchingPosts<O>(
   db: Kysely<Database>,
   query: SelectQueryBuilder<Database, 'posts', O>,
-  terms: readonly SearchTerm[],
+  match: string,
   { below, atLeast, ids, listed, size, ownerId }: SearchWindow,
   limit: Expression<number>,
 ) {
   if (isPostgres(db)) {
-    const tsquery = tsqueryMatch(terms);
+    const tsquery = tsqueryMatch(match);
     // Statements are prepared, and after a few runs PostgreSQL may plan them once for any parameters (a generic
     // plan), blind to the words and the bounds: each shape below has one good plan whatever they are.
     // The index's first `listed` matches below `below` (an array built once, before the posts are read) and the
     // posts among them the rest of the query keeps, by primary key: the two steps of `ids` below in one statement.
     const fromIndex = () =>
       query
-        .where(sql<SqlBool>`posts.id = any(array(${listedMatchesQuery(db, terms, below, listed!, ownerId)}))`)
+        .where(sql<SqlBool>`posts.id = any(array(${listedMatchesQuery(db, match, below, listed!, ownerId)}))`)
         .orderBy('posts.id', 'desc')
         .limit(limit);
     if (listed !== undefined && size === undefined) return fromIndex();
     if (ids) {
       // Matches the index listed (`searchPage`): the posts among them the rest of the query keeps, by primary key.
-      return query.where(sql<SqlBool>`posts.id = any(${[...ids]}::bigint[])`).orderBy('posts.id', 'desc').limit(limit);
+      return query.where(sql<SqlBool>`posts.id = any(${ids}::bigint[])`).orderBy('posts.id', 'desc').limit(limit);
     }
     if (size !== undefined) {
       // The window as a subquery with a LIMIT in the text: a plan of at most `size` rows, whatever the bounds, each
@@ -186,11 +193,11 @@ export function matchingPosts<O>(
     if (atLeast !== undefined) matching = matching.where('posts.id', '>=', atLeast).where('post_search.post_id', '>=', atLeast);
     return matching.orderBy('posts.id', 'desc').limit(limit);
   }
-  const match = sql<SqlBool>`post_search match ${fts5Query(terms)}`;
+  const fts5 = sql<SqlBool>`post_search match ${match}`;
   if (ownerId !== undefined) {
     // One owner's posts newest first (the owner index) in the outer loop, each matched by an FTS5 lookup of its
     // rowid: SQLite keeps a CROSS JOIN's order, and would otherwise drive by every match of the words.
-    let owned = query.crossJoin('post_search').where(sql<SqlBool>`post_search.rowid = posts.id`).where(match).where('posts.owner_id', '=', ownerId);
+    let owned = query.crossJoin('post_search').where(sql<SqlBool>`post_search.rowid = posts.id`).where(fts5).where('posts.owner_id', '=', ownerId);
     if (below !== undefined) owned = owned.where('posts.id', '<', below);
     return owned.orderBy('posts.id', 'desc').limit(limit);
   }
@@ -201,12 +208,12 @@ export function matchingPosts<O>(
     // the posts' index drive and FTS5 answer one lookup a post.
     let window = query
       .innerJoin('post_search', (join) => join.on(sql<SqlBool>`posts.id = +post_search.rowid`))
-      .where(match)
+      .where(fts5)
       .where(sql<SqlBool>`post_search.rowid >= cast(${atLeast} as integer)`);
     if (below !== undefined) window = window.where(sql<SqlBool>`post_search.rowid < cast(${below} as integer)`);
     return window.orderBy(sql`post_search.rowid`, 'asc');
   }
-  let matching = query.innerJoin('post_search', (join) => join.on(sql<SqlBool>`post_search.rowid = posts.id`)).where(match);
+  let matching = query.innerJoin('post_search', (join) => join.on(sql<SqlBool>`post_search.rowid = posts.id`)).where(fts5);
   if (below !== undefined) matching = matching.where(sql<SqlBool>`post_search.rowid < cast(${below} as integer)`);
   return matching.orderBy(sql`post_search.rowid`, 'desc').limit(limit);
 }
@@ -430,11 +437,11 @@ const INDEX_BATCH = 500;
  * index conditions (ANDed with a range of the primary key it read every row below the bound), and the order is by
  * `post_id + 0`, which no index gives, so there is no walk that would stop early to choose.
  */
-function listedMatchesQuery(db: Kysely<Database>, terms: readonly SearchTerm[], below: number | undefined, batchSize: number, ownerId: number | undefined) {
+function listedMatchesQuery(db: Kysely<Database>, match: string, below: number | undefined, batchSize: number, ownerId: number | undefined) {
   let batch = db
     .selectFrom('post_search')
     .select('post_search.post_id')
-    .where(tsqueryMatch(terms))
+    .where(tsqueryMatch(match))
     .orderBy(sql`post_search.post_id + 0`, 'desc')
     .limit(sql.lit(batchSize));
   if (below !== undefined) batch = batch.where(sql<SqlBool>`post_search.post_id + 0 < ${below}`);
@@ -446,7 +453,7 @@ function listedMatchesQuery(db: Kysely<Database>, terms: readonly SearchTerm[], 
 }
 
 const listedMatches = (db: Kysely<Database>, terms: readonly SearchTerm[], below: number | undefined, batchSize: number, ownerId: number | undefined) =>
-  listedMatchesQuery(db, terms, below, batchSize, ownerId).execute();
+  listedMatchesQuery(db, tsqueryText(terms), below, batchSize, ownerId).execute();
 
 /**
  * The matches below `below`, newest first, found by walking the primary key backwards and testing each entry: for a
@@ -457,7 +464,7 @@ function walkedMatches(db: Kysely<Database>, terms: readonly SearchTerm[], below
   let walk = db
     .selectFrom('post_search')
     .select('post_search.post_id')
-    .where((eb) => eb(eb.parens(tsqueryMatch(terms)), 'is', sql.lit(true)))
+    .where((eb) => eb(eb.parens(tsqueryMatch(tsqueryText(terms))), 'is', sql.lit(true)))
     .orderBy('post_search.post_id', 'desc')
     .limit(sql.lit(WALK_BATCH));
   if (below !== undefined) walk = walk.where('post_search.post_id', '<', below);

@@ -1,12 +1,13 @@
 import { sql, type Kysely } from 'kysely';
-import { perViewerKind, plain, prepare, type Prepared } from '../../db/prepared.js';
-import { isPostgres, matchingPosts, searchPage, type SearchTerm, type SearchWindow } from '../../db/search-sql.js';
+import { keptUpTo, perViewerKind, plain, prepare, type Prepared } from '../../db/prepared.js';
+import { isPostgres, matchingPosts, searchMatch, searchPage, type SearchTerm, type SearchWindow } from '../../db/search-sql.js';
 import type { Store } from '../../db/store.js';
 import type { Database, PostRow, Role, Visibility } from '../../db/types.js';
 import { pageLimit } from '../../shared/pagination.js';
 import {
   POST_COLUMNS,
   SLOT,
+  VIEWER,
   bindParameters,
   compileQuery,
   compiledPredicate,
@@ -49,7 +50,13 @@ export function createPostsRepository(db: Kysely<Database>) {
    * the OR with `IS TRUE` (same truth table for a WHERE clause, standard SQL on both engines) turns it into a row
    * filter, and the ORDER BY is served by the primary key again. The EXPLAIN test in posts.test.ts pins this.
    */
-  function listQuery(viewer: Viewer, { limit, after }: PageOptions, search?: PostSearch, window: SearchWindow = { below: after }) {
+  function listQuery(
+    viewer: Viewer,
+    { limit, after }: PageOptions,
+    search?: PostSearch,
+    window: SearchWindow = { below: after },
+    match: string | undefined = search && searchMatch(db, search.terms),
+  ) {
     let query = db.selectFrom('posts').select(POST_COLUMNS);
     // A listing: what the viewer may see (listedTo), less the posts of users they mute; a search (CONTRACT §11: blocks
     // and the caller's mutes apply), the user-posts one included, narrows these same posts.
@@ -57,7 +64,7 @@ export function createPostsRepository(db: Kysely<Database>) {
     // Search: these same visible posts, narrowed to the matches and paged over the search index (db/search-sql.ts).
     if (search) {
       if (search.ownerId !== undefined) query = query.where('posts.owner_id', '=', search.ownerId);
-      return matchingPosts(db, query, search.terms, { ...window, ownerId: search.ownerId }, pageLimit(limit));
+      return matchingPosts(db, query, match!, { ...window, ownerId: search.ownerId }, pageLimit(limit));
     }
     if (after !== undefined) query = query.where('posts.id', '<', after);
     return query.orderBy('posts.id', 'desc').limit(pageLimit(limit));
@@ -73,10 +80,6 @@ export function createPostsRepository(db: Kysely<Database>) {
   return {
     listQuery,
     listByOwnerQuery,
-
-    /** GET /posts?q= and GET /users/{id}/posts?q= (CONTRACT §11); GET /posts without a search is listPostsPage. */
-    search: (viewer: Viewer, page: PageOptions, search: PostSearch): Promise<PostRow[]> =>
-      searchPage(db, search.terms, page.after, page.limit, (window) => listQuery(viewer, page, search, window).execute(), { ownerId: search.ownerId }),
 
     listByOwner: (ownerId: number, viewer: Viewer, page: PageOptions): Promise<PostRow[]> =>
       listByOwnerQuery(ownerId, viewer, page).execute(),
@@ -190,6 +193,60 @@ export function listPostsPage(store: Store, viewer: Viewer, { limit, after }: Pa
   const compiled = postsPage(viewer, limit);
   return store.query<PostRow>(compiled.statement, bindParameters(compiled.parameters, viewer?.id, [after ?? Number.MAX_SAFE_INTEGER]));
 }
+
+/**
+ * GET /posts?q= and GET /users/{id}/posts?q= (CONTRACT §11): `searchPage`'s windows (db/search-sql.ts), each statement
+ * compiled once per kind of viewer and shape of window (its sizes, which bounds it has, the page size) and kept:
+ * built on every request, the search statement (the visibility rule in each branch of a rare word's union) cost Node
+ * twice the CPU of GET /posts' whole page (bench/README.md, "Figures behind choices in the code"). The words, the
+ * bounds, the listed ids and the owner are bound on each run in place of their stand-ins below.
+ */
+export function searchPosts(store: Store, viewer: Viewer, page: PageOptions, search: PostSearch): Promise<PostRow[]> {
+  return searchPage(store.db, search.terms, page.after, page.limit, searchReader(store, viewer, page, search), { ownerId: search.ownerId });
+}
+
+/** The `read` of `searchPosts`' windows: each window's compiled statement, run with this search's values. */
+export function searchReader(store: Store, viewer: Viewer, page: PageOptions, search: PostSearch): (window: SearchWindow) => Promise<PostRow[]> {
+  const { db } = store;
+  const match = searchMatch(db, search.terms);
+  const { key: kind, template } = viewerKind(viewer);
+  return (window) => {
+    const { below, atLeast, ids, listed, size } = window;
+    const shape = `${store.dialect} ${kind} ${page.limit} ${below !== undefined} ${atLeast !== undefined} ${ids !== undefined} ${listed} ${size} ${search.ownerId !== undefined}`;
+    const compiled = searchStatements(shape, () => {
+      const stand = {
+        below: below === undefined ? undefined : BELOW,
+        atLeast: atLeast === undefined ? undefined : AT_LEAST,
+        ids: ids === undefined ? undefined : IDS,
+        listed,
+        size,
+      };
+      const ownerId = search.ownerId === undefined ? undefined : OWNER;
+      const { sql: text, parameters } = createPostsRepository(db).listQuery(template, page, { terms: [], ownerId }, stand, MATCH).compile();
+      return { statement: { sqlite: text, postgres: text }, parameters };
+    });
+    const values = compiled.parameters.map((value) =>
+      value === VIEWER ? viewer?.id
+      : value === MATCH ? match
+      : value === BELOW ? below
+      : value === AT_LEAST ? atLeast
+      : value === IDS ? ids
+      : value === OWNER ? search.ownerId
+      : value,
+    );
+    return store.query<PostRow>(compiled.statement, values);
+  };
+}
+
+/** Stand-ins for a search statement's values (VIEWER and SLOT's kin, shared/visibility.ts): compared by identity. */
+const MATCH = '\u0000search match';
+const BELOW = -7_340_041;
+const AT_LEAST = -7_340_043;
+const OWNER = -7_340_047;
+const IDS: readonly number[] = [-7_340_053];
+
+/** The compiled search statements; the text is the store's dialect's, compiled by its own Kysely. */
+const searchStatements = keptUpTo<Prepared>(1_000);
 
 /** The post columns but `id`, for a statement that takes the id from another table (the feed page's branches). */
 export const POST_FIELDS_SQL =

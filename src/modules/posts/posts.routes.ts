@@ -17,7 +17,7 @@ import { SearchPostsQuerySchema } from '../search/search.schemas.js';
 import { checkLastEventId, negotiateStream, openStream } from '../streams/streams.plugin.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { UserParamsSchema } from '../users/users.schemas.js';
-import { createPostsRepository, findCallerAndReadablePost, findReadablePost, listPostsPage } from './posts.repository.js';
+import { createPostsRepository, findCallerAndReadablePost, findReadablePost, listPostsPage, searchPosts } from './posts.repository.js';
 import { CreatePostBodySchema, PostParamsSchema, PostSchema, ReplacePostBodySchema, type Post } from './posts.schemas.js';
 import { createPost, deletePost, replacePost } from './posts.service.js';
 
@@ -67,7 +67,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       // A cursor belongs to one search: the scope names it.
       const scope = search ? `posts?q=${canonicalQuery(search)}` : 'posts';
       const rows = await keysetPage(request, reply, scope, request.query, (page) =>
-        search ? posts.search(caller, page, search) : listPostsPage(app.store, caller, page),
+        search ? searchPosts(app.store, caller, page, search) : listPostsPage(app.store, caller, page),
       );
       return (await withVisibleCounts(app.db, caller, rows)).map((r) => toPost(r, app.links));
     },
@@ -218,7 +218,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       // With `q`, the GET /posts?q= query narrowed to the owner, so that every rule of that listing holds here too.
       const scope = `user-posts|${ownerId}${search ? `?q=${canonicalQuery(search)}` : ''}`;
       const rows = await keysetPage(request, reply, scope, request.query, (page) =>
-        search ? posts.search(caller, page, search) : posts.listByOwner(ownerId, caller, page),
+        search ? searchPosts(app.store, caller, page, search) : posts.listByOwner(ownerId, caller, page),
       );
       // A page with posts proves the user exists; only an empty one needs the second query.
       if (rows.length === 0 && !(await users.exists(ownerId, caller))) throw AppError.notFound('user');

@@ -8,7 +8,7 @@ import { buildTestApp, call, testConfig } from '../../../test/helpers/build-test
 import { follow, nextPath, publish } from '../../../test/helpers/api.js';
 import { backend, sqlitePlan, storeBeforeMigration } from '../../../test/helpers/database.js';
 import { createAdmin, signUp, type TestUser } from '../../../test/helpers/factories.js';
-import { createPostsRepository } from '../posts/posts.repository.js';
+import { createPostsRepository, searchReader } from '../posts/posts.repository.js';
 import { createUsersRepository } from '../users/users.repository.js';
 import { COMMON_SHARE, commonShare, searchPage } from '../../db/search-sql.js';
 import { parsePostQuery, parseUserQuery } from './search.query.js';
@@ -292,7 +292,8 @@ describe('a search page read in windows (PostgreSQL)', () => {
             for (const windows of [{ first: 1, max: 2, batch: 1 }, { first: 3, max: 7, batch: 2 }, { first: 5, max: 100 }, { first: 2, max: 9, batch: 3, ownerId: owner.id }]) {
               const scoped = { ...search, ownerId: windows.ownerId };
               const whole = await posts.listQuery(viewer, page, scoped, { below: after, ownerId: windows.ownerId }).execute();
-              const windowed = await searchPage(app.db, search.terms, after, limit, (w) => posts.listQuery(viewer, page, scoped, w).execute(), windows);
+              // The windows as the route runs them: each statement compiled once for its shape (searchReader).
+              const windowed = await searchPage(app.db, search.terms, after, limit, searchReader(app.store, viewer, page, scoped), windows);
               expect({ q, viewer: viewer?.id, after, limit, windows, ids: windowed.map((r) => r.id) }).toEqual({
                 q, viewer: viewer?.id, after, limit, windows, ids: whole.map((r) => r.id),
               });
