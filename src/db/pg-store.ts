@@ -69,14 +69,16 @@ export function createPgStore(url: string, options: StoreOptions = {}): Store {
       for (let attempt = 1; ; attempt++) {
         const hooks: (() => void)[] = [];
         const steps: (() => Promise<void>)[] = [];
+        const last: (() => Promise<void>)[] = [];
         // Kysely answers a failed ROLLBACK's error instead of the one that caused it: on a connection that died
         // mid-transaction that is "Connection terminated unexpectedly", which hides the cause. Keep the work's own.
         let failure: { error: unknown } | undefined;
         try {
           const value = await db.transaction().execute(async (trx) => {
             try {
-              const value = await work(pgTx(trx, postChanges, hooks, steps));
+              const value = await work(pgTx(trx, postChanges, hooks, steps, last));
               for (const step of steps) await step();
+              for (const step of last) await step();
               return value;
             } catch (error) {
               failure = { error };
@@ -127,7 +129,13 @@ function newPool(url: string, options: StoreOptions, extra: { max: number; conne
   });
 }
 
-function pgTx(trx: Kysely<Database>, postChanges: PostChanges, hooks: (() => void)[], steps: (() => Promise<void>)[]): Tx {
+function pgTx(
+  trx: Kysely<Database>,
+  postChanges: PostChanges,
+  hooks: (() => void)[],
+  steps: (() => Promise<void>)[],
+  last: (() => Promise<void>)[],
+): Tx {
   /** The ids among `ids` that exist, each row locked in `mode`, in ascending id order (the global lock order). */
   const lockExisting = async (table: LockableTable, ids: readonly number[], mode: 'update' | 'key share') => {
     if (ids.length === 0) return [];
@@ -140,6 +148,7 @@ function pgTx(trx: Kysely<Database>, postChanges: PostChanges, hooks: (() => voi
     dialect: 'postgres',
     afterCommit: (hook) => void hooks.push(hook),
     beforeCommit: (step) => void steps.push(step),
+    atCommit: (step) => void last.push(step),
     recordPostChange: (change) => postChanges.record(tx, change),
     query: async <R>(statement: PlainStatement, params: readonly unknown[]) =>
       (await trx.executeQuery<R>(CompiledQuery.raw(statement.postgres, [...params]))).rows as R[],

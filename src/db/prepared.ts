@@ -70,8 +70,8 @@ export function perViewerKind<V = Viewer, T = unknown>(
 /**
  * Statements kept by a key of the caller's making, for a statement with more shapes than kinds of viewer (a search
  * page's windows: sizes, bounds, page sizes). At most `max` are kept, so that no run of odd requests grows the
- * process without end; a statement past that is built on every call (correct, only slower), as PostgreSQL's named
- * statements stop at their own bound (pg-store.ts).
+ * process without end: the one that would pass it empties the set (as SQLite's statement cache does), so the shapes
+ * in use are kept again after such a run rather than the first `max` ever seen.
  */
 export function keptUpTo<T>(max: number): (key: string, build: () => T) => T {
   const kept = new Map<string, T>();
@@ -79,7 +79,8 @@ export function keptUpTo<T>(max: number): (key: string, build: () => T) => T {
     let statement = kept.get(key);
     if (statement === undefined) {
       statement = build();
-      if (kept.size < max) kept.set(key, statement);
+      if (kept.size >= max) kept.clear();
+      kept.set(key, statement);
     }
     return statement;
   };

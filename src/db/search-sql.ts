@@ -1,4 +1,5 @@
 import { PostgresAdapter, sql, type Expression, type Kysely, type SelectQueryBuilder, type SqlBool } from 'kysely';
+import type { Tx } from './store.js';
 import type { Database } from './types.js';
 
 /**
@@ -76,18 +77,31 @@ export function tsvectorText(words: readonly string[]): string {
 }
 
 /**
- * Writes a post's entry (`replace`: it has one already). Its removal needs no call: a post's deletion takes it
+ * Writes a post's entry in `tx` (`replace`: it has one already). Its removal needs no call: a post's deletion takes it
  * along (PostgreSQL: the foreign key's cascade; SQLite: a trigger), the cascade of an account's deletion included.
+ *
+ * SQLite: at the transaction's COMMIT (`Tx.atCommit`), not in the unit's savepoint. FTS5 writes the words pending at
+ * each savepoint as an index segment of its own, and every unit of the group commit runs in one, so written there
+ * each create cost a segment (and the merges that follow); written after the batch's units, the batch's entries make
+ * one segment (bench/README.md). By then a later unit of the batch may have deleted the post (its trigger found no
+ * entry yet): the entry is written only for a post that is still there.
  */
-export async function writePostSearch(db: Kysely<Database>, postId: number, words: readonly string[], replace: boolean): Promise<void> {
+export async function writePostSearch(tx: Tx, postId: number, words: readonly string[], replace: boolean): Promise<void> {
+  const { db } = tx;
   if (isPostgres(db)) {
     await sql`insert into post_search (post_id, words) values (${postId}, ${tsvectorText(words)}::tsvector)
       on conflict (post_id) do update set words = excluded.words`.execute(db);
     return;
   }
-  // FTS5 reads a rowid bound as a REAL (how the driver binds a JS number) as no rowid: cast it.
-  if (replace) await sql`delete from post_search where rowid = cast(${postId} as integer)`.execute(db);
-  await sql`insert into post_search (rowid, words) values (cast(${postId} as integer), ${words.join(' ')})`.execute(db);
+  const text = words.join(' ');
+  tx.atCommit(async () => {
+    // FTS5 reads a rowid bound as a REAL (how the driver binds a JS number) as no rowid: cast it.
+    if (replace) await sql`delete from post_search where rowid = cast(${postId} as integer)`.execute(db);
+    // A plain INSERT … VALUES: one that may write several rows (INSERT … SELECT) opens a statement savepoint, and
+    // FTS5 writes a segment at that too.
+    const { rows } = await sql`select 1 as found from posts where id = ${postId}`.execute(db);
+    if (rows.length > 0) await sql`insert into post_search (rowid, words) values (cast(${postId} as integer), ${text})`.execute(db);
+  });
 }
 
 /**

@@ -52,7 +52,8 @@ async function undone(work: (db: Kysely<Database>, tx: Tx) => Promise<unknown>):
   try {
     await store.transaction(async (tx) => {
       await work(tx.db, tx);
-      throw new Rollback();
+      // Undone at the COMMIT, after the steps the work left for it (Tx.atCommit), so that their SQL is recorded too.
+      tx.atCommit(() => Promise.reject(new Rollback()));
     });
   } catch (error) {
     if (!(error instanceof Rollback)) throw error;
@@ -97,7 +98,8 @@ beforeAll(async () => {
   store = fresh.store;
   drop = fresh.drop;
   await store.migrate();
-  await store.transaction(async ({ db }) => {
+  await store.transaction(async (tx) => {
+    const { db } = tx;
     const users = createUsersRepository(db);
     const user = (username: string, role: 'member' | 'admin' = 'member') =>
       users.insert({ username, display_name: username, bio: '', role, password_hash: 'x', created_at: NOW, updated_at: NOW });
@@ -109,7 +111,7 @@ beforeAll(async () => {
     for (const visibility of ['public', 'followers', 'private'] as const) {
       const post = await posts.insert({ owner_id: ids.alice, title: `a ${visibility} post`, content: 'hello world', visibility, created_at: NOW });
       await posts.countPost(ids.alice, visibility, 1);
-      await indexPost(db, post, false);
+      await indexPost(tx, post, false);
       if (visibility === 'public') ids.publicPost = post.id;
     }
     const followers = createFollowersRepository(db);
@@ -262,8 +264,8 @@ describe(`the SQL each repository sends (${backend})`, () => {
   it('search', async () => {
     const users = createUsersRepository(store.db);
     const text = await record([
-      ['indexPost, a new post', () => undone((db) => indexPost(db, { id: ids.publicPost, title: 'new', content: 'words' }, false))],
-      ['indexPost, an edit', () => undone((db) => indexPost(db, { id: ids.publicPost, title: 'edited', content: 'words' }, true))],
+      ['indexPost, a new post', () => undone((_db, tx) => indexPost(tx, { id: ids.publicPost, title: 'new', content: 'words' }, false))],
+      ['indexPost, an edit', () => undone((_db, tx) => indexPost(tx, { id: ids.publicPost, title: 'edited', content: 'words' }, true))],
       ['posts: a phrase, a prefix and an exclusion, member', () => searchPosts(store, member(), { limit: 20 }, { terms: parsePostQuery('"hello world" wor* -spam').terms })],
       ['posts: a page after a cursor, anonymous', () => searchPosts(store, anonymous, { limit: 20, after: 1000 }, { terms: parsePostQuery('hello').terms })],
       ['users: searchByName, anonymous', () => users.searchByName(anonymous, parseUserQuery('ali'), { limit: 20 })],

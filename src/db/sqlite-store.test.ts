@@ -99,6 +99,47 @@ describe.skipIf(backend !== 'sqlite')('SqliteStore group commit', () => {
     expect(heard).toEqual(['b: a,c a,c']);
   });
 
+  it("runs the units' atCommit steps after the last unit, outside the savepoints, in order; a failed unit's never run", async () => {
+    const store = await openStore(true);
+    const seen: string[] = [];
+    const step = (tx: Tx, label: string) => async () => {
+      // After every unit: the step sees the batch's rows, the failed unit's not among them.
+      seen.push(`${label}: ${(await labels(tx.db)).join()}`);
+      await insert(tx.db, `${label}-step`);
+    };
+    const a = store.transaction(async (tx) => {
+      await insert(tx.db, 'a');
+      tx.atCommit(step(tx, 'a'));
+    });
+    const b = store.transaction(async (tx) => {
+      await insert(tx.db, 'b');
+      tx.atCommit(step(tx, 'b'));
+      throw new Error('b fails');
+    });
+    const c = store.transaction(async (tx) => {
+      await insert(tx.db, 'c');
+      tx.atCommit(step(tx, 'c'));
+    });
+    await a;
+    await expect(b).rejects.toThrow('b fails');
+    await c;
+    expect(seen).toEqual(['a: a,c', 'c: a,c,a-step']);
+    expect(await labels(store.db)).toEqual(['a', 'c', 'a-step', 'c-step']);
+  });
+
+  it('a failing atCommit step rejects every unit of the batch and keeps none of its writes', async () => {
+    const store = await openStore(true);
+    const failure = new Error('the step fails');
+    const a = store.transaction(inserting(store, 'a'));
+    const b = store.transaction(async (tx) => {
+      await insert(tx.db, 'b');
+      tx.atCommit(() => Promise.reject(failure));
+    });
+    await expect(a).rejects.toBe(failure);
+    await expect(b).rejects.toBe(failure);
+    expect(await labels(store.db)).toEqual([]);
+  });
+
   it(`commits at most ${MAX_UNITS_PER_TRANSACTION} units together; the queue behind them goes into the next transaction`, async () => {
     // Only the count may split the batch.
     const store = await openStore(true);

@@ -162,6 +162,8 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
             const more: boolean = !unit.solo && next !== undefined && !next.solo && taken.length < maxUnits && performance.now() < until;
             unit = more ? queue.shift() : undefined;
           }
+          // The units' `atCommit` steps, outside any savepoint; one that throws loses the batch, as the COMMIT would.
+          for (const outcome of outcomes) if (outcome.ok) for (const step of outcome.last) await step();
           await conn.executeQuery(COMMIT);
         } catch (error) {
           // Nothing of the batch stays. The error that ended it is what every caller and the log must see, never
@@ -190,15 +192,16 @@ export function createSqliteStore(location: string, options: StoreOptions = {}):
   async function runUnit(conn: Kysely<Database>, work: Work<unknown>): Promise<Outcome> {
     const hooks: (() => void)[] = [];
     const steps: (() => Promise<void>)[] = [];
+    const last: (() => Promise<void>)[] = [];
     await conn.executeQuery(SAVEPOINT_UNIT);
     try {
-      const value = await work(sqliteTx(conn, writeQuery, writeRun, postChanges, hooks, steps));
+      const value = await work(sqliteTx(conn, writeQuery, writeRun, postChanges, hooks, steps, last));
       for (const step of steps) await step();
       // The unit caught the error under which SQLite ended the transaction; without this the callers would hear
       // only that the savepoint is gone.
       if (!writer.inTransaction) throw new Error('SQLite ended the transaction during this unit of work');
       await conn.executeQuery(RELEASE_UNIT);
-      return { ok: true, value, hooks };
+      return { ok: true, value, hooks, last };
     } catch (error) {
       // SQLite ends the transaction by itself on some errors (a full disk, an I/O error): the batch is lost.
       if (!writer.inTransaction) throw error;
@@ -275,7 +278,7 @@ interface QueuedUnit {
 }
 
 /** How a unit ended in its savepoint; its caller hears it once the batch's COMMIT has succeeded. */
-type Outcome = { ok: true; value: unknown; hooks: (() => void)[] } | { ok: false; error: unknown };
+type Outcome = { ok: true; value: unknown; hooks: (() => void)[]; last: (() => Promise<void>)[] } | { ok: false; error: unknown };
 
 function sqliteTx(
   conn: Kysely<Database>,
@@ -284,6 +287,7 @@ function sqliteTx(
   postChanges: PostChanges,
   hooks: (() => void)[],
   steps: (() => Promise<void>)[],
+  last: (() => Promise<void>)[],
 ): Tx {
   // The transaction holds SQLite's write lock: no other writer runs until it ends, so there is nothing to lock.
   const existing = async (table: LockableTable, ids: readonly number[]) => {
@@ -296,6 +300,7 @@ function sqliteTx(
     dialect: 'sqlite',
     afterCommit: (hook) => void hooks.push(hook),
     beforeCommit: (step) => void steps.push(step),
+    atCommit: (step) => void last.push(step),
     recordPostChange: (change) => postChanges.record(tx, change),
     query,
     run,

@@ -45,6 +45,15 @@ export interface Tx {
    */
   beforeCommit(step: () => Promise<void>): void;
   /**
+   * Runs `step` in the transaction just before its COMMIT: on SQLite after every unit that shares the COMMIT (group
+   * commit) has returned, outside their savepoints, in the order added; dropped with this unit if it fails. For a
+   * write that costs per savepoint: FTS5 writes the words pending at each savepoint as an index segment of their
+   * own, so a search entry written in each unit's savepoint cost a segment a create (db/search-sql.ts). A step
+   * runs when the unit's rows may have been changed by a later unit of the batch. On PostgreSQL: after the unit's
+   * `beforeCommit` steps.
+   */
+  atCommit(step: () => Promise<void>): void;
+  /**
    * Reports a change to a post (`store.postChanges`): its subscribers' in-transaction work runs now, their
    * after-commit work once this transaction has committed. Every write that changes a post calls it.
    */

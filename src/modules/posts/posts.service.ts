@@ -34,7 +34,7 @@ export async function createPost(
     throw error;
   }
   await postWritten(tx, post, true); // notifications of its mentions (CONTRACT §10), before the stream event
-  await indexPost(tx.db, post, false); // search (CONTRACT §11): in the same transaction
+  await indexPost(tx, post, false); // search (CONTRACT §11): in the same transaction
   // The event records the post's id, owner and visibility, which orderCreatedAt below leaves as they are.
   await tx.recordPostChange({ kind: 'created', post });
   if (!(await posts.countPost(ownerId, visibility, 1))) return undefined;
@@ -63,7 +63,7 @@ export async function replacePost(
     const post = await posts.update(current.id, { ...input, updated_at: updatedAfter(previous.updated_at) });
     if (!post) return undefined;
     // Search (CONTRACT §11): the new words, in the same transaction; visibility is checked when searching.
-    if (previous.title !== post.title || previous.content !== post.content) await indexPost(tx.db, post, true);
+    if (previous.title !== post.title || previous.content !== post.content) await indexPost(tx, post, true);
     if (previous.visibility !== post.visibility) {
       await posts.countPost(post.owner_id, previous.visibility, -1);
       await posts.countPost(post.owner_id, post.visibility, 1);

@@ -1,13 +1,12 @@
-import type { Kysely } from 'kysely';
 import { writePostSearch } from '../../db/search-sql.js';
-import type { Database } from '../../db/types.js';
+import type { Tx } from '../../db/store.js';
 import { postIndexWords } from './search.text.js';
 
 /**
- * Writes a post's search entry inside the transaction that writes the post, so that search shows the post as it
- * is the moment the write commits. `replace`: the post has an entry already (an edit). A deletion needs no call:
+ * Writes a post's search entry inside the transaction that writes the post (on SQLite at its COMMIT: search-sql.ts),
+ * so that search shows the post as it is the moment the write commits. `replace`: the post has an entry already (an edit). A deletion needs no call:
  * the entry goes with the post's row (db/search-sql.ts), an account's deletion included.
  */
-export function indexPost(db: Kysely<Database>, post: { id: number; title: string; content: string }, replace: boolean): Promise<void> {
-  return writePostSearch(db, post.id, postIndexWords(post.title, post.content), replace);
+export function indexPost(tx: Tx, post: { id: number; title: string; content: string }, replace: boolean): Promise<void> {
+  return writePostSearch(tx, post.id, postIndexWords(post.title, post.content), replace);
 }

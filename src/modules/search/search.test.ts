@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { sql, type Kysely } from 'kysely';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { buildApp } from '../../app.js';
-import type { Store } from '../../db/store.js';
+import type { Store, Tx } from '../../db/store.js';
 import type { Database, Visibility } from '../../db/types.js';
 import { buildTestApp, call, testConfig } from '../../../test/helpers/build-test-app.js';
 import { follow, nextPath, publish } from '../../../test/helpers/api.js';
@@ -12,6 +12,7 @@ import { createPostsRepository, searchReader } from '../posts/posts.repository.j
 import { createUsersRepository } from '../users/users.repository.js';
 import { COMMON_SHARE, commonShare, searchPage } from '../../db/search-sql.js';
 import { parsePostQuery, parseUserQuery } from './search.query.js';
+import { indexPost } from './search.repository.js';
 import { wordsOf } from './search.text.js';
 
 const PROBLEM = 'application/problem+json; charset=utf-8';
@@ -495,6 +496,56 @@ describe('the background merge of the post index (SQLite)', () => {
     expect(await mergeRound(app.store, 1000)).toBe(0);
     expect(await segments()).toBeLessThan(before);
     expect(ids(await search(app, 'steady'))).toHaveLength(12);
+  });
+});
+
+describe("a group commit's search entries (SQLite)", () => {
+  it.runIf(backend === 'sqlite')('writes the entries of a batch at its COMMIT, as one segment, for the posts the batch left', async () => {
+    const app = await buildTestApp();
+    const owner = await signUp(app);
+    await app.fanout.close();
+    const segments = async () =>
+      Number((await sql<{ n: number }>`select count(*) as n from post_search_data where id > 10`.execute(app.db)).rows[0]!.n);
+    const create = (tx: Tx, title: string) =>
+      createPostsRepository(tx.db).insert({ owner_id: owner.id, title, content: 'batched', visibility: 'public', created_at: new Date().toISOString() });
+    const before = await segments();
+    // Queued in one turn, so one transaction of ten units, each creating a post.
+    const created = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        app.store.transaction(async (tx) => {
+          const post = await create(tx, `plenty ${i}`);
+          await indexPost(tx, post, false);
+          return post.id;
+        }),
+      ),
+    );
+    // Each entry in its unit's savepoint made a segment each (10 here); at the COMMIT, the batch's make one.
+    expect((await segments()) - before).toBe(1);
+    expect(ids(await search(app, 'plenty'))).toEqual([...created].reverse());
+
+    // A later unit of the same batch deletes one post and edits another: the index ends as the posts do.
+    const [deleted, renamed] = await Promise.all([
+      app.store.transaction(async (tx) => {
+        const post = await create(tx, 'fleeting');
+        await indexPost(tx, post, false);
+        return post.id;
+      }),
+      app.store.transaction(async (tx) => {
+        const post = await create(tx, 'first');
+        await indexPost(tx, post, false);
+        return post.id;
+      }),
+      app.store.transaction(async (tx) => {
+        const last = Number((await sql<{ id: number }>`select max(id) as id from posts`.execute(tx.db)).rows[0]!.id);
+        await createPostsRepository(tx.db).remove(last - 1);
+        const post = (await createPostsRepository(tx.db).update(last, { title: 'second', content: 'batched', visibility: 'public', updated_at: new Date().toISOString() }))!;
+        await indexPost(tx, post, true);
+      }),
+    ]);
+    expect(ids(await search(app, 'fleeting'))).toEqual([]);
+    expect(Number((await sql<{ n: number }>`select count(*) as n from post_search where rowid = ${deleted}`.execute(app.db)).rows[0]!.n)).toBe(0);
+    expect(ids(await search(app, 'first'))).toEqual([]);
+    expect(ids(await search(app, 'second'))).toEqual([renamed]);
   });
 });
 
