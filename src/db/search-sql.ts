@@ -49,12 +49,12 @@ export function tsqueryText(terms: readonly SearchTerm[]): string {
 }
 
 /**
- * PostgreSQL: the posts' entries matching `match` (a tsquery's text, `searchMatch`), given as a sub-select. Every search statement is prepared,
- * and PostgreSQL plans a prepared statement for its values (a custom plan, ~0.5 ms for the window's, more than the
- * window's execution) until a plan for any values (the generic plan) costs no more in its estimate; with the query's
- * value in view, a common word's estimate stayed lower and every run was planned anew. Behind a sub-select the value
- * is unknown to the estimate of every plan, so the generic plan is taken after the fifth run; the GIN index still
- * uses it as its condition.
+ * PostgreSQL: the posts' entries matching `match` (a tsquery's text, `searchMatch`), given as a sub-select. Every
+ * search statement is prepared, and PostgreSQL plans a prepared statement for its values (a custom plan, ~0.5 ms for
+ * the window's, more than the window's execution) until a plan for any values (the generic plan) costs no more in its
+ * estimate; with the query's value in view, a common word's estimate stayed lower and every run was planned anew.
+ * Behind a sub-select the value is unknown to the estimate of every plan, so the generic plan is taken after the
+ * fifth run; the GIN index still uses it as its condition.
  */
 const tsqueryMatch = (match: string) => sql<SqlBool>`post_search.words @@ (select ${match}::tsquery)`;
 

@@ -508,33 +508,23 @@ describe("a group commit's search entries (SQLite)", () => {
       Number((await sql<{ n: number }>`select count(*) as n from post_search_data where id > 10`.execute(app.db)).rows[0]!.n);
     const create = (tx: Tx, title: string) =>
       createPostsRepository(tx.db).insert({ owner_id: owner.id, title, content: 'batched', visibility: 'public', created_at: new Date().toISOString() });
+    // A post created and indexed in a transaction of its own; those queued in one turn share one COMMIT.
+    const published = (title: string) =>
+      app.store.transaction(async (tx) => {
+        const post = await create(tx, title);
+        await indexPost(tx, post, false);
+        return post.id;
+      });
     const before = await segments();
-    // Queued in one turn, so one transaction of ten units, each creating a post.
-    const created = await Promise.all(
-      Array.from({ length: 10 }, (_, i) =>
-        app.store.transaction(async (tx) => {
-          const post = await create(tx, `plenty ${i}`);
-          await indexPost(tx, post, false);
-          return post.id;
-        }),
-      ),
-    );
+    const created = await Promise.all(Array.from({ length: 10 }, (_, i) => published(`plenty ${i}`)));
     // Each entry in its unit's savepoint made a segment each (10 here); at the COMMIT, the batch's make one.
     expect((await segments()) - before).toBe(1);
     expect(ids(await search(app, 'plenty'))).toEqual([...created].reverse());
 
     // A later unit of the same batch deletes one post and edits another: the index ends as the posts do.
     const [deleted, renamed] = await Promise.all([
-      app.store.transaction(async (tx) => {
-        const post = await create(tx, 'fleeting');
-        await indexPost(tx, post, false);
-        return post.id;
-      }),
-      app.store.transaction(async (tx) => {
-        const post = await create(tx, 'first');
-        await indexPost(tx, post, false);
-        return post.id;
-      }),
+      published('fleeting'),
+      published('first'),
       app.store.transaction(async (tx) => {
         const last = Number((await sql<{ id: number }>`select max(id) as id from posts`.execute(tx.db)).rows[0]!.id);
         await createPostsRepository(tx.db).remove(last - 1);
@@ -543,7 +533,7 @@ describe("a group commit's search entries (SQLite)", () => {
       }),
     ]);
     expect(ids(await search(app, 'fleeting'))).toEqual([]);
-    expect(Number((await sql<{ n: number }>`select count(*) as n from post_search where rowid = ${deleted}`.execute(app.db)).rows[0]!.n)).toBe(0);
+    expect(Number((await sql<{ n: number }>`select count(*) as n from post_search where rowid = cast(${deleted} as integer)`.execute(app.db)).rows[0]!.n)).toBe(0);
     expect(ids(await search(app, 'first'))).toEqual([]);
     expect(ids(await search(app, 'second'))).toEqual([renamed]);
   });
